@@ -1,0 +1,28 @@
+"""recall-eval's command line: the composition root, the one place that wires suites, launchers,
+the runner and reports together. Each command lives in its own module and registers on `app`."""
+
+from __future__ import annotations
+
+import importlib
+
+from recall_eval.cli.app import app, run_cli
+
+# Command modules; each one that exists registers its commands on `app` when imported.
+_COMMAND_MODULES = ("sweep", "report", "runs", "compare", "serve", "plan", "profiles")
+
+
+def _register_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            importlib.import_module(f"recall_eval.cli.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"recall_eval.cli.{name}":
+                raise
+
+
+def main() -> None:
+    _register_commands()
+    run_cli()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,51 @@
+"""The Typer application object shared by the command modules, and the error convention."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from recall_eval.errors import UserError
+
+app = typer.Typer(
+    name="recall-eval",
+    help="Long-context recall evaluation for sparse-attention (DSA) LLM serving.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+DEBUG = {"on": False}  # set by the --debug callback; read only by run_cli
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+    DEBUG["on"] = debug
+
+
+def run_cli() -> None:
+    """Run the app; turn UserError into one red line and a non-zero exit code."""
+    try:
+        app(standalone_mode=False)
+    except UserError as err:
+        if DEBUG["on"]:
+            raise
+        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        sys.exit(err.exit_code)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("[yellow]aborted[/yellow]")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if DEBUG["on"]:
+            raise
+        console.print(f"[red]error:[/red] {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        sys.exit(1)

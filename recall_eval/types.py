@@ -1,0 +1,255 @@
+"""Core types of recall-eval. This module imports nothing from the project.
+
+Every field is documented once, here. Models are frozen pydantic models so that
+they serialize to the run directory (run.json, results.jsonl) and back unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FORMAT_VERSION = 1
+
+Outcome = Literal["pass", "miss", "empty", "truncated", "too_long", "oom", "crash", "timeout", "error"]
+# Answers from a live model: these count toward recall.
+RECALL_OUTCOMES: tuple[Outcome, ...] = ("pass", "miss", "empty", "truncated")
+# Infrastructure outcomes: shown, counted and explained, never folded into recall.
+INFRA_OUTCOMES: tuple[Outcome, ...] = ("too_long", "oom", "crash", "timeout", "error")
+
+Role = Literal["system", "user", "assistant"]
+IndexKDtype = Literal["fp8", "bf16", "fp4"]
+Engine = Literal["reference", "sglang", "external"]
+RunStatus = Literal["running", "interrupted", "finished", "failed"]
+MissCause = Literal["selection", "generation"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChatMessage(_Frozen):
+    role: Role
+    content: str
+
+
+class NeedleSpan(_Frozen):
+    """Where the fact that answers the question sits in the prompt (for offsets and indexer coverage)."""
+
+    message_index: int  # index into Case.messages
+    char_start: int  # character offset of the fact inside that message's content
+    char_end: int  # one past its last character
+
+
+class Case(_Frozen):
+    """One question to ask a server, with everything needed to score the answer."""
+
+    id: str  # stable hash of suite + params + seed: the identity used for resume and paired comparisons
+    suite: str  # "needle", "config", "multiturn"
+    messages: tuple[ChatMessage, ...]  # the chat as sent to /v1/chat/completions
+    expected: tuple[str, ...]  # accepted answers; a pass contains one of them (case-insensitive)
+    distractors: tuple[str, ...] = ()  # values present in the prompt that must not be given as the answer
+    needle: NeedleSpan | None = None  # where the answering fact is
+    target_tokens: int  # requested prompt length in the server's tokens
+    depth_percent: float  # requested position of the fact in the haystack, 0 = start, 100 = end
+    trial: int = 0  # index of the independent needle within one (length, depth) cell
+    seed: int  # seed the case was generated from
+    params: dict[str, Any] = Field(default_factory=dict)  # suite-specific parameters (variant, n_facts, format...)
+    # Filled by the runner's calibration against the server tokenizer:
+    prompt_tokens: int | None = None  # rendered prompt length in the server's tokens
+    needle_token_offset: int | None = None  # token offset of the fact's first token in the rendered prompt
+    needle_token_end: int | None = None  # token offset one past the fact's last token
+    tokenizer: str | None = None  # which tokenizer measured the above ("server:/v1/tokenize", "tiktoken:cl100k_base")
+
+
+@runtime_checkable
+class CaseRecipe(Protocol):
+    """A case whose haystack size is still open (suites yield these; the runner calibrates them).
+
+    render(filler_words) must be deterministic and monotone: more filler words never
+    give a shorter prompt. The runner searches filler_words so that the rendered
+    prompt hits target_tokens in the server's tokens.
+    """
+
+    suite: str
+    target_tokens: int
+    depth_percent: float
+    trial: int
+    seed: int
+
+    def render(self, filler_words: int) -> Case: ...
+
+    def words_guess(self, tokens_per_word: float) -> int:
+        """A first guess of filler_words for target_tokens, given a tokens-per-word ratio."""
+        ...
+
+
+class Tokenizer(Protocol):
+    """Counts tokens the way the server does (its own /v1/tokenize where it has one)."""
+
+    name: str  # recorded in every case: "server:/v1/tokenize" or "tiktoken:cl100k_base"
+
+    async def count_messages(self, messages: tuple[ChatMessage, ...]) -> int:
+        """Tokens of the whole rendered chat request, template and generation prompt included."""
+        ...
+
+
+class IndexerCoverage(_Frozen):
+    """Whether the DSA indexer selected the fact's tokens (issue: indexer coverage)."""
+
+    layers: tuple[float, ...]  # per indexer layer: share of answer-producing query positions that selected the fact
+    last_prompt_token: tuple[bool, ...]  # per indexer layer: selected at the last prompt token
+    cause: MissCause | None = None  # for misses: selection (not selected in most layers) or generation
+
+
+class Completion(_Frozen):
+    """What the server returned for one request, with client-side timings."""
+
+    text: str  # the answer: content with any <think>...</think> removed
+    reasoning: str = ""  # reasoning_content, or the removed <think> text
+    finish_reason: str | None = None  # "stop", "length", ... as the server reported it
+    prompt_tokens: int | None = None  # server usage.prompt_tokens
+    completion_tokens: int | None = None  # server usage.completion_tokens (else counted content chunks)
+    ttft_s: float | None = None  # request sent -> first content token
+    itl_s: tuple[float, ...] = ()  # gaps between successive content chunks
+    latency_s: float | None = None  # request sent -> stream closed
+    indexer_topk: tuple[tuple[int, ...], ...] | None = None  # raw selections if captured (layers x k), else None
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        if self.completion_tokens is None or self.completion_tokens < 2 or not self.itl_s:
+            return None
+        decode_time = sum(self.itl_s)
+        return (self.completion_tokens - 1) / decode_time if decode_time > 0 else None
+
+    @property
+    def prefill_tokens_per_s(self) -> float | None:
+        if not self.prompt_tokens or not self.ttft_s:
+            return None
+        return self.prompt_tokens / self.ttft_s
+
+
+class Result(_Frozen):
+    """One finished case: one line of results.jsonl."""
+
+    case_id: str
+    suite: str
+    variant: str  # the run's variant label ("default", "fp8", "bf16", "topk=1024", ...)
+    outcome: Outcome
+    answer: str = ""  # the model's answer text (untrusted: escape when rendering)
+    expected: tuple[str, ...] = ()
+    target_tokens: int
+    depth_percent: float
+    trial: int = 0
+    prompt_tokens: int | None = None  # calibrated length (tokenizer) or server usage when available
+    needle_token_offset: int | None = None
+    tokenizer: str | None = None
+    completion: Completion | None = None  # None for cases that never reached a live model
+    coverage: IndexerCoverage | None = None
+    error: str | None = None  # for infrastructure outcomes: the reason, with the matched log line if any
+    attempt: int = 1  # 1 + number of relaunches this case went through
+    started_at: float  # unix time
+    finished_at: float  # unix time
+    params: dict[str, Any] = Field(default_factory=dict)  # copy of Case.params for reports
+
+
+class PDPart(_Frozen):
+    """One server of a prefill/decode disaggregated deployment (or its router)."""
+
+    role: Literal["prefill", "decode", "router"]
+    port: int
+    base_gpu_id: int = 0
+    tp: int | None = None  # None: the profile's tp
+    extra_args: tuple[str, ...] = ()
+
+
+class Profile(_Frozen):
+    """How to start (or reach) a server. Argv and env are built by launchers (pure functions)."""
+
+    name: str
+    engine: Engine
+    model_path: str | None = None  # model dir / hub id; None for the reference engine's bundled weights
+    served_model_name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    base_url: str | None = None  # for engine="external"
+    tp: int = 1
+    mem_fraction_static: float | None = None
+    context_length: int | None = None
+    max_total_tokens: int | None = None
+    index_topk: int | None = None
+    index_k_dtype: IndexKDtype = "fp8"
+    page_size: int | None = None
+    dsa_prefill_backend: str | None = None
+    dsa_decode_backend: str | None = None
+    memory_limit_gb: float | None = None  # reference engine only: a real cap on the process's memory
+    enable_return_indexer_topk: bool = False
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    ready_timeout_s: float = 900.0
+    pd: tuple[PDPart, ...] = ()  # non-empty for a PD-disaggregated profile
+
+
+class RunSpec(_Frozen):
+    """What a run asks: identical specs give identical cases (resume, reuse in compare)."""
+
+    suites: tuple[str, ...] = ("needle",)
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    trials: int = 2
+    seed: int = 0
+    max_tokens: int = 32  # answer budget
+    concurrency: int = 1
+    request_timeout_s: float = 600.0
+    variant: str = "default"
+    capture_indexer: bool = False
+
+
+class Run(_Frozen):
+    """The content of run.json."""
+
+    format_version: int = FORMAT_VERSION
+    run_id: str
+    spec: RunSpec
+    profile: Profile | None = None
+    server_info: dict[str, Any] = Field(default_factory=dict)  # what /server_info and /v1/models said
+    time_to_ready_s: float | None = None
+    relaunches: int = 0
+    versions: dict[str, str] = Field(default_factory=dict)  # recall-eval, python, server version...
+    status: RunStatus = "running"
+    created_at: float
+    finished_at: float | None = None
+    note: str | None = None  # why the run stopped, when it did not finish
+
+
+class Endpoint(_Frozen):
+    """A server the runner can talk to."""
+
+    base_url: str  # e.g. http://127.0.0.1:30000
+    model: str  # the model name to send in requests
+
+
+class ServerDeath(_Frozen):
+    """Why a launched server stopped answering, classified from exit status and log."""
+
+    outcome: Literal["oom", "crash", "too_long"]
+    reason: str  # one line: what happened
+    log_line: str | None = None  # the log line that the classification matched
+    exit_code: int | None = None
+
+
+class ServerHandle(Protocol):
+    """A server started by launchers; lets the runner tell a dead server from a slow one."""
+
+    endpoint: Endpoint
+
+    def poll_death(self) -> ServerDeath | None:
+        """None while the server process is alive; its classified death once it has exited."""
+        ...
+
+    def relaunch(self) -> float:
+        """Start the server again and wait until ready; returns the time to ready in seconds."""
+        ...
+
+    def stop(self) -> None: ...
