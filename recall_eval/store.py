@@ -1,0 +1,183 @@
+"""The run directory: run.json (atomic), results.jsonl (append + fsync per case), server logs, report.
+
+Layout (DESIGN.md):
+    runs/<run-id>/run.json        the Run, rewritten atomically (tmp + fsync + rename)
+    runs/<run-id>/results.jsonl   one Result per line, appended and fsynced as each case finishes
+    runs/<run-id>/server-*.log    the launched server's output
+    runs/<run-id>/report.html     rendered from the above
+
+A crash can leave at most one torn (partial) last line in results.jsonl; readers skip it and the
+next append first cuts it off, so every stored line is a whole Result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from recall_eval.errors import UserError
+from recall_eval.types import Result, Run, RunSpec
+
+RUN_FILE = "run.json"
+RESULTS_FILE = "results.jsonl"
+HOME_ENV = "RECALL_EVAL_HOME"
+
+
+def runs_home() -> Path:
+    """Where run directories live: $RECALL_EVAL_HOME, else ./runs."""
+    return Path(os.environ.get(HOME_ENV) or "runs")
+
+
+def new_run_id(spec: RunSpec) -> str:
+    """A sortable, unique id: UTC timestamp, then a short hash of the spec and the clock."""
+    now_ns = time.time_ns()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now_ns / 1e9))
+    digest = hashlib.sha256(f"{spec.model_dump_json()}|{now_ns}|{os.getpid()}".encode()).hexdigest()
+    return f"{stamp}-{digest[:6]}"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parse_results(raw: bytes) -> tuple[list[Result], int]:
+    """Parse results.jsonl bytes; returns the results and the byte length of the whole-line prefix.
+
+    A last line without a newline, or one that does not parse, is a torn write from a crash: skipped.
+    A bad line in the middle is real corruption and is reported.
+    """
+    results: list[Result] = []
+    good_end = 0
+    lines = raw.split(b"\n")
+    for index, line in enumerate(lines):
+        is_last = index == len(lines) - 1
+        if is_last and not line:
+            break  # file ends with a newline: nothing torn
+        try:
+            if is_last:
+                raise ValueError("no trailing newline: torn write")
+            results.append(Result.model_validate_json(line))
+        except (ValidationError, ValueError) as err:
+            if is_last or (index == len(lines) - 2 and not lines[-1]):
+                break  # torn last line
+            raise UserError(
+                f"results.jsonl line {index + 1} is corrupt ({type(err).__name__}); "
+                "fix or delete that line, then retry"
+            ) from err
+        good_end += len(line) + 1
+    return results, good_end
+
+
+class RunStore:
+    """One run directory. Create it with RunStore.create, reopen it with RunStore.open."""
+
+    def __init__(self, path: Path, run: Run):
+        self.path = path
+        self.run = run
+        self._tail_checked = False
+
+    @classmethod
+    def create(cls, run: Run, root: Path | None = None) -> RunStore:
+        base = root if root is not None else runs_home()
+        path = base / run.run_id
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError as err:
+            raise UserError(f"run directory {path} already exists; pick another --out") from err
+        except OSError as err:
+            raise UserError(f"cannot create run directory {path}: {err.strerror}; check --out") from err
+        store = cls(path, run)
+        store.write_run(run)
+        (path / RESULTS_FILE).touch()
+        return store
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        run_dir = Path(run_dir)
+        run_file = run_dir / RUN_FILE
+        if not run_dir.is_dir():
+            raise UserError(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
+        if not run_file.is_file():
+            raise UserError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
+        try:
+            run = Run.model_validate_json(run_file.read_bytes())
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UserError(f"{run_file} is not a valid run file ({where}: {first['msg']})") from err
+        return cls(run_dir, run)
+
+    @property
+    def results_path(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    def write_run(self, run: Run) -> None:
+        """Replace run.json atomically: a reader sees the old or the new file, never a mix."""
+        self.run = run
+        target = self.path / RUN_FILE
+        tmp = self.path / f".{RUN_FILE}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(run.model_dump_json(indent=2))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(self.path)
+
+    def append_result(self, result: Result) -> None:
+        """Append one Result as one JSON line, flushed and fsynced before returning."""
+        if not self._tail_checked:
+            self._cut_torn_tail()
+            self._tail_checked = True
+        line = result.model_dump_json() + "\n"
+        with open(self.results_path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def _cut_torn_tail(self) -> None:
+        if not self.results_path.exists():
+            return
+        raw = self.results_path.read_bytes()
+        _, good_end = _parse_results(raw)
+        if good_end < len(raw):
+            with open(self.results_path, "r+b") as handle:
+                handle.truncate(good_end)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def results(self) -> list[Result]:
+        if not self.results_path.exists():
+            return []
+        return _parse_results(self.results_path.read_bytes())[0]
+
+    def final_case_ids(self) -> set[str]:
+        """Case ids with a stored result (every stored result is final; in-flight ones are not stored)."""
+        return {result.case_id for result in self.results()}
+
+
+def load_run(run_dir: Path) -> tuple[Run, list[Result]]:
+    store = RunStore.open(run_dir)
+    return store.run, store.results()
+
+
+def list_runs(root: Path | None = None) -> list[RunStore]:
+    """Every run directory under root (default runs_home()), oldest first; non-run dirs are skipped."""
+    base = root if root is not None else runs_home()
+    if not base.is_dir():
+        return []
+    stores = []
+    for child in sorted(base.iterdir()):
+        if (child / RUN_FILE).is_file():
+            try:
+                stores.append(RunStore.open(child))
+            except UserError:
+                continue
+    return stores
