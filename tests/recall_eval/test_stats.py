@@ -1,0 +1,125 @@
+"""recall_eval.stats against scipy and against worked cases computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest, norm
+
+from recall_eval.stats import (
+    effective_length,
+    mcnemar_exact,
+    percentile,
+    recall,
+    recall_counts,
+    wilson_interval,
+)
+from recall_eval.types import Outcome, Result
+
+
+def _result(outcome: Outcome, n: int = 0) -> Result:
+    return Result(
+        case_id=f"c{n}",
+        suite="needle",
+        variant="default",
+        outcome=outcome,
+        target_tokens=1000,
+        depth_percent=50.0,
+        started_at=0.0,
+        finished_at=1.0,
+    )
+
+
+def _wilson_by_quadratic(k: int, n: int, z: float) -> tuple[float, float]:
+    """Independent route: the Wilson bounds are the roots in p of (phat - p)^2 = z^2 p (1 - p) / n."""
+    phat = k / n
+    a = 1 + z * z / n
+    b = -(2 * phat + z * z / n)
+    c = phat * phat
+    disc = math.sqrt(b * b - 4 * a * c)
+    return ((-b - disc) / (2 * a), (-b + disc) / (2 * a))
+
+
+@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 10), (3, 10), (10, 10), (37, 40), (500, 1000), (1, 3)])
+def test_wilson_matches_the_quadratic_roots(k: int, n: int) -> None:
+    z = norm.ppf(0.975)
+    lo, hi = wilson_interval(k, n, z=z)
+    want_lo, want_hi = _wilson_by_quadratic(k, n, z)
+    assert lo == pytest.approx(max(0.0, want_lo), abs=1e-12)
+    assert hi == pytest.approx(min(1.0, want_hi), abs=1e-12)
+
+
+def test_wilson_matches_scipy_binomtest_wilson() -> None:
+    for k, n in [(7, 9), (0, 5), (5, 5), (45, 80)]:
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        lo, hi = wilson_interval(k, n, z=norm.ppf(0.975))
+        assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_wilson_worked_case_and_edges() -> None:
+    # 8 of 10 at z = 1.96: centre (0.8 + 0.19208) / 1.38416, half-width 1.96/1.38416 * sqrt(0.016 + 0.009604)
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4901568, abs=1e-6)
+    assert hi == pytest.approx(0.9433191, abs=1e-6)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(0, 4)[0] == 0.0
+    assert wilson_interval(4, 4)[1] == 1.0
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_recall_counts_only_model_answers() -> None:
+    outcomes: list[Outcome] = [
+        "pass",
+        "pass",
+        "miss",
+        "empty",
+        "truncated",
+        "oom",
+        "too_long",
+        "crash",
+        "timeout",
+    ]
+    results = [_result(o, i) for i, o in enumerate(outcomes)]
+    assert recall_counts(results) == (2, 5)
+    assert recall(results) == pytest.approx(0.4)
+    assert recall([_result("oom"), _result("error", 1)]) is None
+    assert recall([]) is None
+
+
+def test_effective_length_worked_cases() -> None:
+    assert effective_length({338: 1.0, 1000: 0.95, 4000: 0.9, 8000: 0.5, 16000: 1.0}) == 4000
+    assert effective_length({1000: 0.85, 4000: 1.0}) is None
+    assert effective_length({4000: 1.0, 1000: 1.0}) == 4000  # order of the mapping does not matter
+    assert effective_length({1000: 1.0, 2000: None, 4000: 1.0}) == 1000  # unknown recall ends the run
+    assert effective_length({1000: 0.7, 2000: 0.65}, threshold=0.7) == 1000
+    assert effective_length({}) is None
+
+
+@pytest.mark.parametrize("b,c", [(0, 0), (1, 0), (5, 1), (3, 3), (10, 2), (0, 12), (40, 25), (700, 650)])
+def test_mcnemar_exact_matches_scipy_binomtest(b: int, c: int) -> None:
+    want = 1.0 if b + c == 0 else binomtest(b, b + c, 0.5, alternative="two-sided").pvalue
+    assert mcnemar_exact(b, c) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def test_mcnemar_worked_case() -> None:
+    # 6 discordant pairs all one way: 2 * (1/2)^6 = 0.03125
+    assert mcnemar_exact(6, 0) == 0.03125
+    # 1 vs 5: 2 * (1 + 6) / 64
+    assert mcnemar_exact(1, 5) == pytest.approx(14 / 64)
+
+
+@pytest.mark.parametrize("q", [0, 5, 25, 50, 73.3, 95, 100])
+def test_percentile_matches_numpy_linear(q: float) -> None:
+    values = [0.31, 0.05, 1.7, 0.9, 0.9, 2.2, 0.12]
+    assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)), abs=1e-12)
+
+
+def test_percentile_edges() -> None:
+    assert percentile([], 50) is None
+    assert percentile([4.0], 95) == 4.0
+    assert percentile([1.0, 3.0], 50) == 2.0
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
