@@ -162,6 +162,9 @@ class PDPart(_Frozen):
     base_gpu_id: int = 0
     tp: int | None = None  # None: the profile's tp
     extra_args: tuple[str, ...] = ()
+    index_k_dtype: IndexKDtype | None = None  # None: the profile's; prefill and decode must agree
+    bootstrap_port: int | None = None  # prefill only: its KV-transfer bootstrap port (SGLang default 8998)
+    env: dict[str, str] = Field(default_factory=dict)  # added to the profile's env for this server only
 
 
 class Profile(_Frozen):
@@ -169,6 +172,7 @@ class Profile(_Frozen):
 
     name: str
     engine: Engine
+    description: str | None = None  # one line shown by `recall-eval profiles`
     model_path: str | None = None  # model dir / hub id; None for the reference engine's bundled weights
     served_model_name: str | None = None
     host: str = "127.0.0.1"
