@@ -1,0 +1,144 @@
+"""Training documents for the reference model, built by the same generators as the suites.
+
+Disjointness from evaluation, by construction:
+- every value and key name comes from pool="train" (suites/values.py: no word shared with "eval");
+- every seed is `seed + TRAIN_SEED_OFFSET` (10**9), and evaluation seeds must be below 10**9
+  (suites/grid.py rejects larger ones), so no filler stream of an evaluation case is reused.
+
+    python -m suites.training_corpus --out FILE.jsonl --n N --seed S --min-words A --max-words B
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from recall_eval.errors import BadInput, UserError
+from recall_eval.types import Case
+from suites.filler import FillerText
+from suites.grid import MAX_EVAL_SEED
+from suites.needle import make_needle_recipe
+from suites.seeding import derive_rng
+
+TRAIN_SEED_OFFSET = MAX_EVAL_SEED
+DEFAULT_KINDS = ("needle", "config", "multiturn")
+
+
+@dataclass(frozen=True)
+class TrainingExample:
+    messages: list[dict[str, str]]  # [{"role": ..., "content": ...}], ending with the user's question
+    answer: str  # the exact answer (what the assistant should reply)
+    kind: str  # "needle", "config" or "multiturn"
+
+
+# A kind builds one Case from (train seed, example index, filler words, depth %, values already used).
+KindBuilder = Callable[[int, int, int, float, set[str]], Case]
+
+
+def _needle_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    recipe = make_needle_recipe(
+        target_tokens=0,
+        depth_percent=depth,
+        trial=index,
+        seed=seed,
+        pool="train",
+        filler=FillerText(f"train:needle:{seed}:{index}"),
+        taken_values=taken,
+    )
+    return recipe.render(filler_words)
+
+
+KIND_BUILDERS: dict[str, KindBuilder] = {
+    "needle": _needle_case,
+}
+
+
+def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None:
+    if n < 0:
+        raise BadInput(f"--n must be at least 0, got {n}")
+    if not 0 <= min_words <= max_words:
+        raise BadInput(f"need 0 <= min-words <= max-words, got {min_words} and {max_words}")
+    if not kinds:
+        raise BadInput("no training kinds given; use some of: " + ", ".join(KIND_BUILDERS))
+    missing = [k for k in kinds if k not in KIND_BUILDERS]
+    if missing:
+        raise BadInput(
+            f"training kind(s) {', '.join(missing)} not implemented yet; available: {', '.join(KIND_BUILDERS)}"
+        )
+
+
+def iter_training_examples(
+    seed: int,
+    n: int,
+    min_words: int,
+    max_words: int,
+    kinds: Sequence[str] = DEFAULT_KINDS,
+) -> Iterator[TrainingExample]:
+    """n examples, kinds in rotation, each with a filler size drawn from [min_words, max_words].
+
+    Deterministic for (seed, n, min_words, max_words, kinds); example i is the same for any n > i.
+    """
+    _check(n, min_words, max_words, kinds)
+    train_seed = seed + TRAIN_SEED_OFFSET
+    taken: set[str] = set()
+    for index in range(n):
+        kind = kinds[index % len(kinds)]
+        rng = derive_rng("train", train_seed, index)
+        filler_words = rng.randint(min_words, max_words)
+        depth = round(rng.uniform(0.0, 100.0), 1)
+        case = KIND_BUILDERS[kind](train_seed, index, filler_words, depth, taken)
+        yield TrainingExample(
+            messages=[{"role": m.role, "content": m.content} for m in case.messages],
+            answer=case.expected[0],
+            kind=kind,
+        )
+
+
+def write_jsonl(path: Path, examples: Iterator[TrainingExample]) -> int:
+    """Write one JSON object per line (atomically: tmp file, then rename). Returns the count."""
+    tmp = path.with_name(path.name + ".tmp")
+    count = 0
+    with tmp.open("w", encoding="utf-8") as out:
+        for example in examples:
+            out.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
+            count += 1
+    tmp.replace(path)
+    return count
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m suites.training_corpus", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    parser.add_argument("--n", type=int, required=True, help="number of examples")
+    parser.add_argument(
+        "--seed", type=int, default=0, help=f"seed (offset by {TRAIN_SEED_OFFSET} internally)"
+    )
+    parser.add_argument("--min-words", type=int, default=50)
+    parser.add_argument("--max-words", type=int, default=1000)
+    parser.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help="comma-separated kinds")
+    args = parser.parse_args(argv)
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    try:
+        _check(args.n, args.min_words, args.max_words, kinds)
+        if not args.out.parent.is_dir():
+            raise BadInput(
+                f"output folder {args.out.parent} does not exist; create it or choose another --out"
+            )
+        count = write_jsonl(
+            args.out, iter_training_examples(args.seed, args.n, args.min_words, args.max_words, kinds)
+        )
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    print(f"wrote {count} examples to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

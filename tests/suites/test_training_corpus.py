@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recall_eval.errors import BadInput
+from suites.training_corpus import KIND_BUILDERS, iter_training_examples, main
+from suites.values import CODE_RE, code_words, key_names
+
+IMPLEMENTED = tuple(KIND_BUILDERS)
+
+
+def test_examples_are_deterministic_and_prefix_stable() -> None:
+    first = list(iter_training_examples(1, 20, 30, 300, IMPLEMENTED))
+    assert first == list(iter_training_examples(1, 20, 30, 300, IMPLEMENTED))
+    assert first[:5] == list(iter_training_examples(1, 5, 30, 300, IMPLEMENTED))
+    assert first != list(iter_training_examples(2, 20, 30, 300, IMPLEMENTED))
+
+
+def test_needle_examples_use_only_the_train_pool() -> None:
+    eval_words = {w.lower() for w in code_words("eval") + key_names("eval")}
+    for example in iter_training_examples(0, 200, 0, 400, ("needle",)):
+        assert example.kind == "needle"
+        content = example.messages[-1]["content"]
+        assert example.messages[-1]["role"] == "user"
+        assert content.count(example.answer) == 1 and CODE_RE.fullmatch(example.answer)
+        first, _, second = example.answer.split("-")
+        assert first in code_words("train") and second in code_words("train")
+        words = {w.strip(".,?!\"'").lower() for w in content.replace("-", " ").split()}
+        assert not words & eval_words
+
+
+def test_filler_size_stays_in_range() -> None:
+    for example in iter_training_examples(3, 50, 100, 200, ("needle",)):
+        words = len(example.messages[0]["content"].split())
+        assert 100 + 10 <= words <= 200 + 40  # filler plus fact sentence and question
+
+
+def test_unknown_or_missing_kinds_are_clear_errors() -> None:
+    with pytest.raises(BadInput, match="not implemented yet; available"):
+        list(iter_training_examples(0, 1, 10, 20, ("needle", "poetry")))
+    with pytest.raises(BadInput, match="min-words"):
+        list(iter_training_examples(0, 1, 30, 20, ("needle",)))
+
+
+def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "corpus.jsonl"
+    argv = ["--out", str(out), "--n", "12", "--seed", "4", "--min-words", "20", "--max-words", "80"]
+    assert main([*argv, "--kinds", ",".join(IMPLEMENTED)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 12
+    assert set(rows[0]) == {"messages", "answer", "kind"}
+    assert all(row["answer"] in row["messages"][-1]["content"] or row["kind"] == "multiturn" for row in rows)
+    assert main([*argv, "--kinds", "poetry"]) == 2
+    assert "not implemented yet" in capsys.readouterr().err
