@@ -1,0 +1,122 @@
+"""Recall heatmaps (depth x length) as PNG bytes, drawn with matplotlib's object API (no pyplot state)."""
+
+from __future__ import annotations
+
+import io
+
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import LinearSegmentedColormap, Normalize
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Polygon, Rectangle
+
+from recall_eval.types import Outcome
+from reports.frames import CellFrame, SuiteGrid
+from reports.labels import OUTCOME_LABELS, tokens
+
+PALETTE = ("#F0496E", "#EBB839", "#0CD79F")  # recall 0 -> 0.5 -> 1
+RECALL_CMAP = LinearSegmentedColormap.from_list("recall", PALETTE)
+RECALL_NORM = Normalize(vmin=0.0, vmax=1.0)  # fixed: the same colour means the same recall in every report
+INFRA_FACE = "#C9CDD2"
+INFRA_HATCH = "#7D838B"
+EMPTY_FACE = "#FFFFFF"
+TEXT = "#1B1F24"
+MUTED = "#5B636E"
+
+
+def infra_label(outcomes: tuple[Outcome, ...]) -> str:
+    """'OOM', 'too long', or 'OOM/crash' when a cell holds several infrastructure outcomes."""
+    return "/".join(OUTCOME_LABELS[o] for o in outcomes)
+
+
+def cell_text(cell: CellFrame | None) -> tuple[str, str]:
+    """(main line, note line) written in a cell; also used for the HTML table twin of the image."""
+    if cell is None:
+        return ("–", "not run")
+    if cell.answered == 0:
+        return (infra_label(cell.infra_outcomes), f"{cell.infra} case{'s' if cell.infra != 1 else ''}")
+    note = f"+{cell.infra} {infra_label(cell.infra_outcomes)}" if cell.infra else ""
+    return (f"{cell.passes}/{cell.answered}", note)
+
+
+def _draw_cell(ax, x: int, y: int, cell: CellFrame | None, font: float) -> None:  # noqa: ANN001
+    main, note = cell_text(cell)
+    if cell is None:
+        face, hatch, colour = EMPTY_FACE, None, MUTED
+    elif cell.answered == 0:
+        face, hatch, colour = INFRA_FACE, "///", TEXT
+    else:
+        face, hatch, colour = RECALL_CMAP(RECALL_NORM(cell.recall)), None, TEXT
+    ax.add_patch(
+        Rectangle(
+            (x - 0.5, y - 0.5),
+            1,
+            1,
+            facecolor=face,
+            edgecolor="white",
+            hatch=hatch,
+            hatchcolor=INFRA_HATCH,
+            linewidth=1.5,
+        )
+    )
+    if cell is not None and cell.answered and cell.infra:
+        # A hatched corner flags the cases without an answer, on top of the recall colour of the rest.
+        corner = [(x + 0.12, y - 0.5), (x + 0.5, y - 0.5), (x + 0.5, y - 0.12)]
+        ax.add_patch(Polygon(corner, facecolor=INFRA_FACE, hatch="///", hatchcolor=INFRA_HATCH, linewidth=0))
+    # Text sits on a small plate of the cell colour so hatching never runs through the letters.
+    plate = {"facecolor": face, "edgecolor": "none", "pad": 1.0} if hatch else None
+    if note:
+        ax.text(
+            x,
+            y - 0.12,
+            main,
+            ha="center",
+            va="center",
+            fontsize=font,
+            color=colour,
+            weight="bold",
+            bbox=plate,
+        )
+        ax.text(x, y + 0.22, note, ha="center", va="center", fontsize=font * 0.72, color=colour, bbox=plate)
+    else:
+        ax.text(x, y, main, ha="center", va="center", fontsize=font, color=colour, weight="bold", bbox=plate)
+
+
+def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:
+    n_x, n_y = max(len(grid.lengths), 1), max(len(grid.depths), 1)
+    fig = Figure(figsize=(2.6 + 0.95 * n_x, 1.9 + 0.46 * n_y), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    font = 8.5 if n_x <= 10 else 7.0
+    for y, row in enumerate(grid.cells):
+        for x, cell in enumerate(row):
+            _draw_cell(ax, x, y, cell, font)
+    ax.set_xlim(-0.5, n_x - 0.5)
+    ax.set_ylim(n_y - 0.5, -0.5)  # depth 0 (start of the context) at the top
+    ax.set_xticks(range(len(grid.lengths)), [tokens(v) for v in grid.lengths], rotation=30, ha="right")
+    ax.set_yticks(range(len(grid.depths)), [f"{d:g}%" for d in grid.depths])
+    ax.tick_params(length=0, labelsize=8)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("needle depth")
+    ax.set_title(title, fontsize=10, loc="left")
+    colourbar = fig.colorbar(
+        ScalarMappable(norm=RECALL_NORM, cmap=RECALL_CMAP), ax=ax, fraction=0.04, pad=0.02
+    )
+    colourbar.set_label("recall (passes / answered)", fontsize=8)
+    colourbar.ax.tick_params(labelsize=7)
+    legend = [
+        Patch(
+            facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="infrastructure only (not a miss)"
+        ),
+    ]
+    if any(cell is None for row in grid.cells for cell in row):
+        legend.append(Patch(facecolor=EMPTY_FACE, edgecolor=MUTED, label="not run"))
+    fig.legend(handles=legend, loc="outside lower left", fontsize=7.5, frameon=False, ncols=len(legend))
+    return fig
+
+
+def heatmap_png(grid: SuiteGrid, title: str) -> bytes:
+    """The heatmap as PNG bytes; identical inputs give identical bytes (no timestamps in metadata)."""
+    buffer = io.BytesIO()
+    heatmap_figure(grid, title).savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()

@@ -1,0 +1,183 @@
+"""The single-run HTML report: run dir -> report.html (self-contained) and heatmap-<suite>.png files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from matplotlib.colors import to_hex
+
+from recall_eval.store import load_run
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result, Run
+from reports import frames
+from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
+from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
+
+REPORT_FILE = "report.html"
+TEMPLATES = Path(__file__).parent / "templates"
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|api[_-]?key|credential", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SuiteView:
+    """One suite's section: its grid, headline numbers and heatmap image."""
+
+    name: str
+    grid: frames.SuiteGrid
+    summary: frames.Summary
+    png_name: str
+    png: bytes
+
+    @property
+    def png_data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+def environment() -> Environment:
+    """A fresh jinja2 environment: autoescape everywhere, since model outputs are untrusted text."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        tokens=tokens,
+        percent=percent,
+        seconds=_seconds,
+        rate=_rate,
+        outcome_label=OUTCOME_LABELS.__getitem__,
+        recall_colour=recall_colour,
+        utc=_utc,
+        number=_number,
+    )
+    env.globals.update(
+        cell_text=cell_text,
+        infra_label=infra_label,
+        RECALL_OUTCOMES=RECALL_OUTCOMES,
+        INFRA_OUTCOMES=INFRA_OUTCOMES,
+        OUTCOME_MEANINGS=OUTCOME_MEANINGS,
+    )
+    return env
+
+
+def recall_colour(value: float | None) -> str:
+    """The heatmap colour of a recall value, for table cells; grey when there is no recall."""
+    return "#C9CDD2" if value is None else to_hex(RECALL_CMAP(RECALL_NORM(value)))
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _number(value: float | None) -> str:
+    """A float for data-* attributes: full precision, '' when absent."""
+    return "" if value is None else repr(float(value))
+
+
+def _utc(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "–"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _png_name(suite: str) -> str:
+    return "heatmap-" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", suite) or "suite") + ".png"
+
+
+def _display(value: Any) -> str:
+    """A metadata value as one readable string (tuples as comma lists, nested things as JSON)."""
+    if value is None or value == () or value == {} or value == "":
+        return "–"
+    if isinstance(value, tuple | list) and all(isinstance(v, str | int | float) for v in value):
+        return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    if isinstance(value, dict | tuple | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _masked_env(env: dict[str, str]) -> dict[str, str]:
+    """Environment variables with secret-looking values hidden: reports get shared."""
+    return {k: ("(hidden)" if _SECRET_KEY.search(k) else v) for k, v in sorted(env.items())}
+
+
+def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
+    """Spec and profile as (field, value) rows for the metadata tables."""
+    spec = [(k, _display(v)) for k, v in run.spec.model_dump().items()]
+    profile: list[tuple[str, str]] = []
+    if run.profile is not None:
+        dumped = run.profile.model_dump()
+        dumped["env"] = _masked_env(run.profile.env)
+        # Unset fields (None, empty) are left out: the table shows what this run actually chose.
+        profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
+    versions = [(k, str(v)) for k, v in sorted(run.versions.items())]
+    return {"spec": spec, "profile": profile, "versions": versions}
+
+
+def suite_views(run: Run, results: list[Result]) -> list[SuiteView]:
+    views = []
+    for suite in frames.suites_in(results, run.spec.suites):
+        grid = frames.suite_grid(results, suite, run.spec.lengths, run.spec.depths)
+        views.append(
+            SuiteView(
+                name=suite,
+                grid=grid,
+                summary=frames.summarize([r for r in results if r.suite == suite]),
+                png_name=_png_name(suite),
+                png=heatmap_png(grid, f"{suite}: recall by depth and length"),
+            )
+        )
+    return views
+
+
+def render_html(run: Run, results: list[Result], suites: list[SuiteView]) -> str:
+    """The report page for a run, given its suites' views (heatmaps already drawn)."""
+    template = environment().get_template("report.html.j2")
+    return template.render(
+        run=run,
+        summary=frames.summarize(results),
+        suites=suites,
+        lengths=frames.length_frames(results),
+        failures=frames.failures(results),
+        tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(results).items())
+        or "–",
+        metadata=metadata_rows(run),
+        server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
+        if run.server_info
+        else "",
+    )
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def render_report(run_dir: Path) -> Path:
+    """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path."""
+    run_dir = Path(run_dir)
+    run, stored = load_run(run_dir)
+    results = frames.latest_per_case(stored)
+    suites = suite_views(run, results)
+    for view in suites:
+        _write_atomically(run_dir / view.png_name, view.png)
+    report = run_dir / REPORT_FILE
+    _write_atomically(report, render_html(run, results, suites).encode("utf-8"))
+    return report
