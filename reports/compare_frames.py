@@ -1,0 +1,296 @@
+"""The numbers of a compare report, computed from stored runs only (no server, no rendering).
+
+One VariantFrame per variant (recall per suite/length/cell with Wilson intervals, effective length,
+throughput medians, time to ready, memory plan), and one PairFrame per variant against the first
+(exact McNemar on identical cases, overall, per suite and per length; recall differences per cell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recall_eval.stats import mcnemar_exact, percentile, wilson_interval
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result, Run
+from reports import frames
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant's stored run, as the compare report reads it."""
+
+    label: str
+    run_dir: Path
+    run: Run
+    results: list[Result]  # one per case id (frames.latest_per_case)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Medians over live completions (None where nothing was measured)."""
+
+    ttft_s: float | None
+    prefill_tps: float | None
+    decode_tps: float | None
+    samples: int
+
+
+METRICS: tuple[tuple[str, str, bool], ...] = (
+    # (Throughput attribute, label, higher is better)
+    ("ttft_s", "TTFT p50 (s)", False),
+    ("prefill_tps", "prefill tok/s p50", True),
+    ("decode_tps", "decode tok/s p50", True),
+)
+
+
+def _prompt_tokens(result: Result) -> int | None:
+    """Server usage where it reported one, else the calibrated length (as reports.frames counts it)."""
+    if result.completion is not None and result.completion.prompt_tokens:
+        return result.completion.prompt_tokens
+    return result.prompt_tokens
+
+
+def throughput_of(results: Iterable[Result]) -> Throughput:
+    live = [r for r in results if r.outcome in RECALL_OUTCOMES and r.completion is not None]
+    ttft: list[float] = []
+    prefill: list[float] = []
+    decode: list[float] = []
+    for result in live:
+        completion = result.completion
+        assert completion is not None
+        if completion.ttft_s:
+            ttft.append(completion.ttft_s)
+            if tokens := _prompt_tokens(result):
+                prefill.append(tokens / completion.ttft_s)
+        if (speed := completion.decode_tokens_per_s) is not None:
+            decode.append(speed)
+    return Throughput(
+        ttft_s=percentile(ttft, 50),
+        prefill_tps=percentile(prefill, 50),
+        decode_tps=percentile(decode, 50),
+        samples=len(live),
+    )
+
+
+def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
+    """First value under any of keys, searching nested dicts (server_info nests /server_info's answer)."""
+    if isinstance(tree, Mapping):
+        for key in keys:
+            if tree.get(key) is not None:
+                return tree[key]
+        for value in tree.values():
+            found = _find_key(value, keys)
+            if found is not None:
+                return found
+    return None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    max_total_num_tokens: int | None
+    kv_bytes_per_token: int | None
+    time_to_ready_s: float | None
+
+
+def memory_plan_of(run: Run) -> MemoryPlan:
+    tokens = _find_key(run.server_info, ("max_total_num_tokens", "max_total_tokens"))
+    per_token = _find_key(run.server_info, ("kv_bytes_per_token", "kv_cache_bytes_per_token"))
+    return MemoryPlan(
+        max_total_num_tokens=int(tokens) if isinstance(tokens, int | float) else None,
+        kv_bytes_per_token=int(per_token) if isinstance(per_token, int | float) else None,
+        time_to_ready_s=run.time_to_ready_s,
+    )
+
+
+def _group(results: Iterable[Result], key: Callable[[Result], Any]) -> dict[Any, list[Result]]:
+    groups: dict[Any, list[Result]] = {}
+    for result in results:
+        groups.setdefault(key(result), []).append(result)
+    return groups
+
+
+@dataclass(frozen=True)
+class VariantFrame:
+    label: str
+    run_id: str
+    run_dir: Path
+    status: str
+    profile_summary: str
+    summary: frames.Summary  # overall recall with Wilson interval, effective length, outcome counts
+    suite_summaries: dict[str, frames.Summary]
+    grids: dict[str, frames.SuiteGrid]  # per suite, over the compare's common lengths and depths
+    lengths: dict[int, frames.LengthFrame]  # per length: recall and throughput (all suites together)
+    length_ci: dict[int, tuple[float, float]]  # per length: 95% Wilson interval of recall
+    throughput: Throughput  # medians over every live completion
+    memory: MemoryPlan
+
+    @property
+    def effective_length(self) -> int | None:
+        return self.summary.effective_length
+
+
+def _profile_summary(run: Run) -> str:
+    profile = run.profile
+    if profile is None:
+        return "unknown server"
+    if profile.engine == "external" or profile.base_url:
+        return f"running server at {profile.base_url}"
+    parts = [f"{profile.name} ({profile.engine})", f"index keys {profile.index_k_dtype}"]
+    if profile.index_topk is not None:
+        parts.append(f"index_topk {profile.index_topk}")
+    if profile.mem_fraction_static is not None:
+        parts.append(f"mem {profile.mem_fraction_static:g}")
+    if profile.context_length is not None:
+        parts.append(f"ctx {profile.context_length:,}")
+    return ", ".join(parts)
+
+
+def variant_frame(
+    variant: VariantRun, suites: list[str], lengths: list[int], depths: list[float]
+) -> VariantFrame:
+    results = variant.results
+    length_frames = {frame.target_tokens: frame for frame in frames.length_frames(results)}
+    return VariantFrame(
+        label=variant.label,
+        run_id=variant.run.run_id,
+        run_dir=variant.run_dir,
+        status=variant.run.status,
+        profile_summary=_profile_summary(variant.run),
+        summary=frames.summarize(results),
+        suite_summaries={
+            suite: frames.summarize([r for r in results if r.suite == suite]) for suite in suites
+        },
+        grids={suite: frames.suite_grid(results, suite, lengths, depths) for suite in suites},
+        lengths=length_frames,
+        length_ci={n: wilson_interval(f.passes, f.answered) for n, f in length_frames.items()},
+        throughput=throughput_of(results),
+        memory=memory_plan_of(variant.run),
+    )
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Exact McNemar on identical cases (same case id) of a baseline A and a variant B."""
+
+    both_pass: int
+    both_fail: int
+    lost: int  # pass under A, not under B (pass -> miss)
+    gained: int  # not under A, pass under B (miss -> pass)
+    excluded_infra: int  # pairs where either side is an infrastructure outcome: not in the test
+    unpaired: int  # cases stored under only one of the two runs
+    p_value: float
+
+    @property
+    def paired(self) -> int:
+        return self.both_pass + self.both_fail + self.lost + self.gained
+
+
+def paired_test(a_results: Iterable[Result], b_results: Iterable[Result]) -> PairedTest:
+    a_by_id = {r.case_id: r for r in a_results}
+    b_by_id = {r.case_id: r for r in b_results}
+    counts = {"both_pass": 0, "both_fail": 0, "lost": 0, "gained": 0, "excluded_infra": 0}
+    for case_id in a_by_id.keys() & b_by_id.keys():
+        a, b = a_by_id[case_id], b_by_id[case_id]
+        if a.outcome in INFRA_OUTCOMES or b.outcome in INFRA_OUTCOMES:
+            counts["excluded_infra"] += 1
+            continue
+        a_pass, b_pass = a.outcome == "pass", b.outcome == "pass"
+        key = {(True, True): "both_pass", (False, False): "both_fail", (True, False): "lost"}.get(
+            (a_pass, b_pass), "gained"
+        )
+        counts[key] += 1
+    unpaired = len(a_by_id.keys() ^ b_by_id.keys())
+    return PairedTest(**counts, unpaired=unpaired, p_value=mcnemar_exact(counts["lost"], counts["gained"]))
+
+
+def _pct_change(base: float | None, new: float | None) -> float | None:
+    if base is None or new is None or base == 0:
+        return None
+    return (new - base) / base * 100.0
+
+
+@dataclass(frozen=True)
+class DiffGrid:
+    """Recall B - A per cell of one suite; None where either side has no answered case there."""
+
+    suite: str
+    lengths: tuple[int, ...]
+    depths: tuple[float, ...]
+    values: tuple[tuple[float | None, ...], ...]  # values[depth index][length index]
+
+
+def diff_grid(a: frames.SuiteGrid, b: frames.SuiteGrid) -> DiffGrid:
+    if (a.lengths, a.depths) != (b.lengths, b.depths):
+        raise ValueError(f"suite {a.suite}: the two grids differ in lengths or depths")
+    rows = []
+    for row_a, row_b in zip(a.cells, b.cells, strict=True):
+        row = []
+        for cell_a, cell_b in zip(row_a, row_b, strict=True):
+            rate_a = cell_a.recall if cell_a is not None else None
+            rate_b = cell_b.recall if cell_b is not None else None
+            row.append(None if rate_a is None or rate_b is None else rate_b - rate_a)
+        rows.append(tuple(row))
+    return DiffGrid(suite=a.suite, lengths=a.lengths, depths=a.depths, values=tuple(rows))
+
+
+@dataclass(frozen=True)
+class PairFrame:
+    """Variant B against the baseline A (the first variant)."""
+
+    a: VariantFrame
+    b: VariantFrame
+    overall: PairedTest
+    by_suite: dict[str, PairedTest]
+    by_length: dict[int, PairedTest]
+    diff_grids: dict[str, DiffGrid]  # per suite: recall B - A per cell
+    throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change B vs A
+
+
+def pair_frame(a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: VariantFrame) -> PairFrame:
+    a_suite, b_suite = _group(a_run.results, lambda r: r.suite), _group(b_run.results, lambda r: r.suite)
+    a_len = _group(a_run.results, lambda r: r.target_tokens)
+    b_len = _group(b_run.results, lambda r: r.target_tokens)
+    return PairFrame(
+        a=a,
+        b=b,
+        overall=paired_test(a_run.results, b_run.results),
+        by_suite={
+            s: paired_test(a_suite.get(s, []), b_suite.get(s, []))
+            for s in sorted(a_suite.keys() | b_suite.keys())
+        },
+        by_length={
+            n: paired_test(a_len.get(n, []), b_len.get(n, [])) for n in sorted(a_len.keys() | b_len.keys())
+        },
+        diff_grids={suite: diff_grid(a.grids[suite], b.grids[suite]) for suite in a.grids},
+        throughput_change={
+            name: _pct_change(getattr(a.throughput, name), getattr(b.throughput, name))
+            for name, _, _ in METRICS
+        },
+    )
+
+
+@dataclass(frozen=True)
+class CompareFrames:
+    variants: list[VariantFrame]
+    pairs: list[PairFrame]  # each variant against the first
+    suites: list[str]
+    lengths: list[int]
+    depths: list[float]
+
+
+def compare_frames(runs: list[VariantRun]) -> CompareFrames:
+    """Frames for every variant and for each variant against the first."""
+    if len(runs) < 2:
+        raise ValueError("a compare needs at least two runs")
+    every = [r for run in runs for r in run.results]
+    suites = list(frames.suites_in(every, runs[0].run.spec.suites))
+    lengths = sorted(set(runs[0].run.spec.lengths) | {r.target_tokens for r in every})
+    depths = sorted(set(runs[0].run.spec.depths) | {r.depth_percent for r in every})
+    variants = [variant_frame(run, suites, lengths, depths) for run in runs]
+    pairs = [
+        pair_frame(runs[0], run, variants[0], frame)
+        for run, frame in zip(runs[1:], variants[1:], strict=True)
+    ]
+    return CompareFrames(variants=variants, pairs=pairs, suites=suites, lengths=lengths, depths=depths)

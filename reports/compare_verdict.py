@@ -1,0 +1,119 @@
+"""The one-paragraph verdict at the top of a compare report, generated from the frames' numbers.
+
+Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
+test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
+cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
+medians and the memory plan where they differ; then the pairs the test had to leave out. Plain text:
+the template escapes it.
+"""
+
+from __future__ import annotations
+
+from recall_eval.types import INFRA_OUTCOMES
+from reports.compare_frames import METRICS, CompareFrames, PairedTest, PairFrame, VariantFrame
+
+SIGNIFICANCE = 0.05
+METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
+
+
+def format_p(p_value: float) -> str:
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
+
+
+def format_pct(value: float) -> str:
+    return f"{value:+.1f}%"
+
+
+def format_rate(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.0%}"
+
+
+def format_length(length: int | None) -> str:
+    return "none" if length is None else f"{length:,}"
+
+
+def _flips(test: PairedTest) -> str:
+    noun = "case flips" if test.gained == 1 else "cases flip"
+    return f"{test.gained} {noun} miss→pass, {test.lost} pass→miss, {format_p(test.p_value)}"
+
+
+def _where(pair: PairFrame, gaining: bool) -> str:
+    """Lengths at which the net flips go the verdict's way: 'from N tokens up', 'at every length', or a list."""
+    lengths = list(pair.by_length)
+    chosen = [
+        length
+        for length, test in pair.by_length.items()
+        if (test.gained > test.lost if gaining else test.lost > test.gained)
+    ]
+    if not chosen:
+        return ""
+    if chosen == lengths:
+        return " at every length"
+    if chosen == lengths[lengths.index(chosen[0]) :]:
+        return f" from {chosen[0]:,} tokens up"
+    if len(chosen) == 1:
+        return f" at {chosen[0]:,} tokens"
+    return f" at {', '.join(f'{n:,}' for n in chosen[:-1])} and {chosen[-1]:,} tokens"
+
+
+def _recall_sentence(pair: PairFrame) -> str:
+    a, b, test = pair.a.label, pair.b.label, pair.overall
+    rates = f"recall {format_rate(pair.a.summary.recall)} → {format_rate(pair.b.summary.recall)}"
+    if test.paired == 0:
+        return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
+    if test.p_value < SIGNIFICANCE and test.gained != test.lost:
+        gaining = test.gained > test.lost
+        verb = "raises recall over" if gaining else "loses recall against"
+        return f"{b} {verb} {a}{_where(pair, gaining)}: {_flips(test)} ({rates})"
+    if test.gained == 0 and test.lost == 0:
+        return f"{b} and {a} agree on all {test.paired:,} paired cases ({rates})"
+    return (
+        f"No significant recall difference between {b} and {a}: {_flips(test)} "
+        f"(exact McNemar on {test.paired:,} paired cases; {rates})"
+    )
+
+
+def _infra_of(frame: VariantFrame) -> str:
+    parts = [f"{frame.summary.outcomes[o]} {o}" for o in INFRA_OUTCOMES if frame.summary.outcomes.get(o)]
+    return ", ".join(parts) if parts else "none"
+
+
+def _details(pair: PairFrame) -> list[str]:
+    details: list[str] = []
+    a, b = pair.a, pair.b
+    if a.effective_length != b.effective_length:
+        details.append(
+            f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
+        )
+    speeds = [
+        f"{METRIC_WORDS[name]} {format_pct(change)}"
+        for name, _, _ in METRICS
+        if (change := pair.throughput_change.get(name)) is not None
+    ]
+    if speeds:
+        details.append("median " + ", ".join(speeds))
+    if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
+        slots = (
+            b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
+        ) / a.memory.max_total_num_tokens
+        if slots:
+            details.append(f"KV slots {format_pct(slots * 100)}")
+    test = pair.overall
+    if test.excluded_infra:
+        details.append(
+            f"{test.excluded_infra:,} pairs left out of the test for infrastructure outcomes "
+            f"({a.label}: {_infra_of(a)}; {b.label}: {_infra_of(b)})"
+        )
+    if test.unpaired:
+        details.append(f"{test.unpaired:,} cases were stored under only one of the two runs")
+    return details
+
+
+def pair_verdict(pair: PairFrame) -> str:
+    details = _details(pair)
+    return _recall_sentence(pair) + ("; " + "; ".join(details) if details else "") + "."
+
+
+def verdict(frames: CompareFrames) -> str:
+    """One paragraph: one sentence per variant against the first."""
+    return " ".join(pair_verdict(pair) for pair in frames.pairs)

@@ -1,0 +1,121 @@
+"""Compare statistics against independently computed values (scipy, worked cases)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scipy.stats import binomtest
+
+from recall_eval.types import Outcome
+from reports.compare_frames import compare_frames, paired_test
+from tests.reports.compare_builders import paired_results, result, variant
+
+
+def test_worked_case_counts_and_p_value() -> None:
+    # 5 gained, 1 lost, 3 both pass, 2 both fail: p = 2 * P(X <= 1 | n=6, 1/2) = 2 * 7/64 by hand.
+    pairs: list[tuple[Outcome, Outcome, int]] = (
+        [("miss", "pass", 1000)] * 5 + [("pass", "miss", 1000)] + [("pass", "pass", 1000)] * 3
+    )
+    pairs += [("miss", "empty", 1000), ("truncated", "miss", 1000)]
+    a, b = paired_results(pairs)
+    test = paired_test(a, b)
+    assert (test.gained, test.lost, test.both_pass, test.both_fail) == (5, 1, 3, 2)
+    assert test.paired == 11
+    assert test.p_value == pytest.approx(14 / 64)
+
+
+def test_no_discordant_pairs_gives_p_one() -> None:
+    a, b = paired_results([("pass", "pass", 500), ("miss", "miss", 500)])
+    assert paired_test(a, b).p_value == 1.0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_p_value_matches_scipy_binomtest(seed: int) -> None:
+    rng = random.Random(seed)
+    outcomes: tuple[Outcome, ...] = ("pass", "miss", "empty")
+    pairs = [(rng.choice(outcomes), rng.choice(outcomes), 1000) for _ in range(rng.randint(5, 200))]
+    a, b = paired_results(pairs)
+    test = paired_test(a, b)
+    lost = sum(x == "pass" and y != "pass" for x, y, _ in pairs)
+    gained = sum(x != "pass" and y == "pass" for x, y, _ in pairs)
+    assert (test.lost, test.gained) == (lost, gained)
+    expected = binomtest(min(lost, gained), lost + gained, 0.5).pvalue if lost + gained else 1.0
+    assert test.p_value == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
+def test_large_one_sided_flip_matches_scipy() -> None:
+    a, b = paired_results([("miss", "pass", 4509)] * 38)
+    test = paired_test(a, b)
+    assert test.p_value == pytest.approx(binomtest(0, 38, 0.5).pvalue)
+    assert test.p_value == pytest.approx(2 * 0.5**38)
+
+
+def test_infrastructure_pairs_are_excluded_and_counted() -> None:
+    pairs: list[tuple[Outcome, Outcome, int]] = [
+        ("pass", "oom", 1000),  # would be a loss if oom were a miss
+        ("pass", "oom", 1000),
+        ("timeout", "pass", 1000),  # would be a gain
+        ("crash", "too_long", 1000),
+        ("miss", "pass", 1000),
+    ]
+    a, b = paired_results(pairs)
+    b.append(result("only-in-b", "pass", 1000))
+    test = paired_test(a, b)
+    assert test.excluded_infra == 4
+    assert (test.gained, test.lost, test.paired) == (1, 0, 1)
+    assert test.unpaired == 1
+    assert test.p_value == pytest.approx(binomtest(0, 1, 0.5).pvalue)
+
+
+def test_per_length_tests_and_wilson_intervals_match_scipy() -> None:
+    pairs: list[tuple[Outcome, Outcome, int]] = []
+    pairs += [("pass", "pass", 1000)] * 9 + [("miss", "pass", 1000)]
+    pairs += [("pass", "pass", 4000)] * 2 + [("miss", "pass", 4000)] * 7 + [("miss", "oom", 4000)]
+    a, b = paired_results(pairs)
+    frames = compare_frames([variant("fp8", a), variant("bf16", b)])
+    pair = frames.pairs[0]
+    assert pair.by_length[1000].gained == 1 and pair.by_length[4000].gained == 7
+    assert pair.by_length[4000].excluded_infra == 1
+    assert pair.by_length[4000].p_value == pytest.approx(binomtest(0, 7, 0.5).pvalue)
+    assert pair.overall.gained == 8
+    a_frame, b_frame = frames.variants
+    # fp8 at 4000: 2 passes of 10 answered; bf16 at 4000: 9 of 9 answered (the oom is not a miss).
+    for frame, length, k, n in ((a_frame, 4000, 2, 10), (b_frame, 4000, 9, 9), (a_frame, 1000, 9, 10)):
+        assert (frame.lengths[length].passes, frame.lengths[length].answered) == (k, n)
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert frame.length_ci[length] == pytest.approx((ci.low, ci.high), abs=1e-3)
+    assert a_frame.effective_length == 1000
+    assert b_frame.effective_length == 4000
+
+
+def test_difference_grid_is_b_minus_a_per_cell() -> None:
+    a = [result("x1", "pass", 1000, 0.0), result("x2", "miss", 1000, 100.0), result("x3", "miss", 2000, 0.0)]
+    a += [result("x4", "pass", 2000, 100.0)]
+    b = [result("x1", "pass", 1000, 0.0), result("x2", "pass", 1000, 100.0), result("x3", "oom", 2000, 0.0)]
+    b += [result("x4", "miss", 2000, 100.0)]
+    grid = compare_frames([variant("A", a), variant("B", b)]).pairs[0].diff_grids["needle"]
+    assert grid.lengths == (1000, 2000) and grid.depths == (0.0, 100.0)
+    assert grid.values == ((0.0, None), (1.0, -1.0))
+
+
+def test_throughput_change_in_percent() -> None:
+    pairs: list[tuple[Outcome, Outcome, int]] = [("pass", "pass", 2000)] * 4
+    a, b = paired_results(pairs, b_speed=1.25)
+    pair = compare_frames([variant("A", a), variant("B", b)]).pairs[0]
+    # decode: 8 tokens over 8 gaps of 0.02 s = 50 tok/s, B 62.5 tok/s: +25%; TTFT and prefill unchanged.
+    assert pair.a.throughput.decode_tps == pytest.approx(50.0)
+    assert pair.throughput_change["decode_tps"] == pytest.approx(25.0)
+    assert pair.throughput_change["ttft_s"] == pytest.approx(0.0)
+    assert pair.a.throughput.prefill_tps == pytest.approx(4000.0)
+
+
+def test_memory_plan_read_from_nested_server_info() -> None:
+    a, b = paired_results([("pass", "pass", 1000)])
+    info_a = {"server_info": {"max_total_num_tokens": 100_000, "kv_bytes_per_token": 132}}
+    info_b = {"max_total_num_tokens": 87_000, "kv_bytes_per_token": 256}
+    frames = compare_frames([variant("A", a, server_info=info_a), variant("B", b, server_info=info_b)])
+    mem_a, mem_b = frames.variants[0].memory, frames.variants[1].memory
+    assert (mem_a.max_total_num_tokens, mem_a.kv_bytes_per_token) == (100_000, 132)
+    assert (mem_b.max_total_num_tokens, mem_b.kv_bytes_per_token) == (87_000, 256)
+    assert mem_a.time_to_ready_s == 3.0

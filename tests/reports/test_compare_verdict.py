@@ -1,0 +1,92 @@
+"""The verdict paragraph, from constructed results."""
+
+from __future__ import annotations
+
+from recall_eval.types import Outcome
+from reports.compare_frames import compare_frames
+from reports.compare_verdict import format_p, verdict
+from tests.reports.compare_builders import paired_results, variant
+
+Pairs = list[tuple[Outcome, Outcome, int]]
+
+
+def test_significant_recovery_from_a_length_up() -> None:
+    pairs: Pairs = []
+    for length in (1000, 2000):
+        pairs += [("pass", "pass", length)] * 20
+    for length in (4509, 8000):
+        pairs += [("miss", "pass", length)] * 19 + [("pass", "pass", length)]
+    a, b = paired_results(pairs, b_speed=1.095)
+    info_a = {"max_total_num_tokens": 100_000}
+    info_b = {"max_total_num_tokens": 87_000}
+    text = verdict(
+        compare_frames([variant("fp8", a, server_info=info_a), variant("bf16", b, server_info=info_b)])
+    )
+    assert text.startswith(
+        "bf16 raises recall over fp8 from 4,509 tokens up: 38 cases flip miss→pass, 0 pass→miss"
+    )
+    assert "p < 0.001" in text
+    assert "recall 52% → 100%" in text
+    assert "effective length 2,000 → 8,000 tokens" in text
+    assert "decode speed +9.5%" in text
+    assert "KV slots -13.0%" in text
+    assert text.endswith(".")
+
+
+def test_significant_loss_names_lengths() -> None:
+    pairs: Pairs = (
+        [("pass", "pass", 1000)] * 10 + [("pass", "miss", 2000)] * 12 + [("pass", "pass", 4000)] * 3
+    )
+    pairs += [("pass", "miss", 8000)] * 3
+    a, b = paired_results(pairs)
+    text = verdict(compare_frames([variant("topk=1024", a), variant("topk=128", b)]))
+    assert text.startswith("topk=128 loses recall against topk=1024 at 2,000 and 8,000 tokens: ")
+    assert "0 cases flip miss→pass, 15 pass→miss, p < 0.001" in text
+
+
+def test_nothing_significant_is_said_plainly() -> None:
+    pairs: Pairs = [("miss", "pass", 1000)] * 3 + [("pass", "miss", 1000)] * 2 + [("pass", "pass", 1000)] * 5
+    a, b = paired_results(pairs)
+    text = verdict(compare_frames([variant("fp8", a), variant("bf16", b)]))
+    assert text.startswith(
+        "No significant recall difference between bf16 and fp8: 3 cases flip miss→pass, 2 pass→miss"
+    )
+    assert "p = 1" in text
+    assert "10 paired cases" in text
+    assert "raises" not in text and "loses" not in text
+
+
+def test_borderline_but_not_significant() -> None:
+    # 5 gained, 0 lost: p = 2/32 = 0.0625, not below 0.05.
+    a, b = paired_results([("miss", "pass", 1000)] * 5)
+    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    assert text.startswith("No significant recall difference between B and A")
+    assert "p = 0.062" in text
+
+
+def test_full_agreement_and_infrastructure_exclusions() -> None:
+    pairs: Pairs = [("pass", "pass", 1000)] * 4 + [("pass", "oom", 2000)] * 2 + [("timeout", "pass", 2000)]
+    a, b = paired_results(pairs)
+    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    assert text.startswith("B and A agree on all 4 paired cases")
+    assert "3 pairs left out of the test for infrastructure outcomes (A: 1 timeout; B: 2 oom)" in text
+
+
+def test_no_paired_answers() -> None:
+    a, b = paired_results([("oom", "pass", 1000), ("pass", "crash", 1000)])
+    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    assert text.startswith("B vs A: no case was answered by both servers")
+
+
+def test_each_variant_against_the_first() -> None:
+    base, better = paired_results([("miss", "pass", 1000)] * 12)
+    _, same = paired_results([("miss", "miss", 1000)] * 12)
+    text = verdict(compare_frames([variant("A", base), variant("B", better), variant("C", same)]))
+    assert "B raises recall over A at every length: 12 cases flip" in text
+    assert "C and A agree on all 12 paired cases" in text
+
+
+def test_format_p() -> None:
+    assert format_p(0.0004) == "p < 0.001"
+    assert format_p(0.0123) == "p = 0.012"
+    assert format_p(1.0) == "p = 1"
