@@ -1,0 +1,247 @@
+"""Calibration: pick each recipe's filler size so the whole rendered request hits its target length.
+
+The target is met in the measuring tokenizer's tokens (the server's own where it has /v1/tokenize)
+within tolerance(target) = max(8, 1% of target). The search per recipe is a secant search on
+count(filler_words), kept inside a bracket (render is monotone in filler_words) and falling back to
+bisection, starting from recipe.words_guess(tokens_per_word).
+
+Determinism (resume must reproduce an uninterrupted run): the tokens-per-word ratio is learned from
+the first recipe of each suite, which is always calibrated first; every other recipe starts from
+that ratio, so its search path and its final filler size depend only on the recipe and the
+tokenizer, not on which other cases ran before. Counts are cached by (tokenizer, case id,
+filler_words, digest of the rendered messages); the cache persists in the run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recall_eval.errors import BadInput, UserError
+from recall_eval.tokenization import TokenCounter
+from recall_eval.types import Case, CaseRecipe, ChatMessage
+
+DEFAULT_TOKENS_PER_WORD = 1.3
+MAX_STEPS = 40
+CACHE_FILE = "calibration-cache.json"
+
+
+def tolerance(target_tokens: int) -> int:
+    """Allowed |prompt tokens - target|: 1% of the target, at least 8 tokens (short prompts)."""
+    return max(8, int(target_tokens * 0.01))
+
+
+def _digest(messages: tuple[ChatMessage, ...]) -> str:
+    text = json.dumps([[m.role, m.content] for m in messages], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def recipe_id(recipe: CaseRecipe) -> str:
+    """The case id a recipe renders to (independent of filler size)."""
+    known = getattr(recipe, "id", None)
+    return known if isinstance(known, str) else recipe.render(0).id
+
+
+class CalibrationCache:
+    """Token counts and needle offsets of rendered cases; in memory, persisted as JSON in a run dir."""
+
+    def __init__(self, entries: dict[str, list[int]] | None = None):
+        self.entries: dict[str, list[int]] = dict(entries or {})
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def load(cls, run_dir: Path) -> CalibrationCache:
+        path = run_dir / CACHE_FILE
+        if not path.is_file():
+            return cls()
+        try:
+            return cls(json.loads(path.read_text()))
+        except ValueError:
+            return cls()  # a damaged cache only costs time: start over
+
+    def save(self, run_dir: Path) -> None:
+        tmp = run_dir / f".{CACHE_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(self.entries, separators=(",", ":")))
+        os.replace(tmp, run_dir / CACHE_FILE)
+
+    def get(self, key: str) -> list[int] | None:
+        value = self.entries.get(key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    def put(self, key: str, value: list[int]) -> None:
+        self.entries[key] = value
+
+
+@dataclass
+class _Probe:
+    words: int
+    tokens: int
+
+
+class Calibrator:
+    """Turns recipes into calibrated Cases with one tokenizer, using (and filling) a cache."""
+
+    def __init__(self, tokenizer: TokenCounter, cache: CalibrationCache | None = None, concurrency: int = 8):
+        self.tokenizer = tokenizer
+        self.cache = cache if cache is not None else CalibrationCache()
+        self.concurrency = concurrency
+        self.tokenize_calls = 0
+
+    def _key(self, case: Case, filler_words: int, kind: str) -> str:
+        return f"{self.tokenizer.name}|{case.id}|{filler_words}|{_digest(case.messages)}|{kind}"
+
+    async def _count(self, recipe: CaseRecipe, filler_words: int) -> _Probe:
+        case = recipe.render(filler_words)
+        key = self._key(case, filler_words, "count")
+        cached = self.cache.get(key)
+        if cached is None:
+            self.tokenize_calls += 1
+            cached = [await self.tokenizer.count_messages(case.messages)]
+            self.cache.put(key, cached)
+        return _Probe(filler_words, cached[0])
+
+    async def search(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[int, float]:
+        """filler_words whose prompt is within tolerance of the target, and the last slope seen."""
+        target, allowed = recipe.target_tokens, tolerance(recipe.target_tokens)
+        low: _Probe | None = None  # largest probe below the window
+        high: _Probe | None = None  # smallest probe above the window
+        slope = tokens_per_word
+        previous: _Probe | None = None
+        words = recipe.words_guess(tokens_per_word)
+        for _ in range(MAX_STEPS):
+            probe = await self._count(recipe, words)
+            if abs(probe.tokens - target) <= allowed:
+                return probe.words, slope
+            if probe.tokens < target:
+                low = probe if low is None or probe.words > low.words else low
+            else:
+                if probe.words == 0:
+                    raise BadInput(
+                        f"--lengths: {target} tokens is shorter than the smallest {recipe.suite} prompt "
+                        f"({probe.tokens} tokens); use lengths of at least {probe.tokens + allowed}"
+                    )
+                high = probe if high is None or probe.words < high.words else high
+            if previous is not None and probe.words != previous.words:
+                measured = (probe.tokens - previous.tokens) / (probe.words - previous.words)
+                if measured > 0:
+                    slope = measured
+            previous = probe
+            words = self._next_words(probe, target, slope, low, high)
+        raise UserError(
+            f"could not fit case {recipe_id(recipe)} to {target}±{allowed} tokens in {MAX_STEPS} steps; "
+            "the suite's rendering is not monotone in filler size (report this as a bug)"
+        )
+
+    @staticmethod
+    def _next_words(probe: _Probe, target: int, slope: float, low: _Probe | None, high: _Probe | None) -> int:
+        """A secant step, kept strictly inside the bracket (low, high); bisection when it leaves it."""
+        guess = round(probe.words + (target - probe.tokens) / slope)
+        floor = low.words if low is not None else -1
+        if high is None:
+            return max(floor + 1, guess)
+        if high.words - floor <= 1:
+            raise UserError(
+                f"cannot fit a prompt to {target} tokens: {floor} filler words give {low.tokens if low else 0} "
+                f"tokens and {high.words} give {high.tokens}; the suite's rendering jumps over the target"
+            )
+        if floor < 0:
+            return max(0, min(guess, high.words - 1))
+        if floor < guess < high.words:
+            return guess
+        return (floor + high.words) // 2
+
+    async def _needle_offsets(self, case: Case) -> tuple[int | None, int | None]:
+        """Token offsets of the fact: the first token that differs when the prompt stops before it."""
+        span = case.needle
+        if span is None:
+            return None, None
+        key = self._key(case, int(case.params.get("filler_words", -1)), "needle")
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached[0], cached[1]
+        full = await self.tokenizer.tokenize_messages(case.messages)
+        offsets = []
+        for cut in (span.char_start, span.char_end):
+            message = case.messages[span.message_index]
+            truncated = case.messages[: span.message_index] + (
+                ChatMessage(role=message.role, content=message.content[:cut]),
+            )
+            tokens = await self.tokenizer.tokenize_messages(truncated)
+            offsets.append(_common_prefix(full, tokens))
+        self.tokenize_calls += 3
+        start, end = offsets[0], max(offsets[1], offsets[0] + 1)
+        self.cache.put(key, [start, end])
+        return start, end
+
+    async def calibrate_one(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[Case, float]:
+        words, slope = await self.search(recipe, tokens_per_word)
+        case = recipe.render(words)
+        prompt_tokens = (await self._count(recipe, words)).tokens
+        start, end = await self._needle_offsets(case)
+        calibrated = case.model_copy(
+            update={
+                "prompt_tokens": prompt_tokens,
+                "needle_token_offset": start,
+                "needle_token_end": end,
+                "tokenizer": self.tokenizer.name,
+            }
+        )
+        return calibrated, slope
+
+    async def calibrate(
+        self,
+        recipes: Sequence[CaseRecipe],
+        only: set[str] | None = None,
+        on_done: Callable[[Case], None] | None = None,
+    ) -> list[Case]:
+        """Calibrated cases for `recipes` (order kept), or only for the case ids in `only`.
+
+        The first recipe of each suite is calibrated first, alone, even when not in `only` (it sets
+        the suite's tokens-per-word ratio); the rest run concurrently from that ratio.
+        """
+        ratios: dict[str, float] = {}
+        results: list[Case | None] = [None] * len(recipes)
+        wanted = [only is None or recipe_id(recipe) in only for recipe in recipes]
+        for index, recipe in enumerate(recipes):
+            if recipe.suite not in ratios:
+                case, slope = await self.calibrate_one(recipe, DEFAULT_TOKENS_PER_WORD)
+                ratios[recipe.suite] = slope
+                if wanted[index]:
+                    results[index] = case
+                    if on_done is not None:
+                        on_done(case)
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(index: int, recipe: CaseRecipe) -> None:
+            async with gate:
+                case, _ = await self.calibrate_one(recipe, ratios[recipe.suite])
+            results[index] = case
+            if on_done is not None:
+                on_done(case)
+
+        await asyncio.gather(
+            *(
+                one(i, r)
+                for i, r in enumerate(recipes)
+                if wanted[i] and results[i] is None and r.suite in ratios
+            )
+        )
+        return [case for case in results if case is not None]
+
+
+def _common_prefix(first: list[int], second: list[int]) -> int:
+    length = min(len(first), len(second))
+    for index in range(length):
+        if first[index] != second[index]:
+            return index
+    return length

@@ -1,0 +1,226 @@
+"""The runner: calibrated cases -> requests (bounded concurrency) -> scored Results in the store.
+
+Every case ends in results.jsonl exactly once: a result is appended the moment its case finishes;
+cases already final in the store are skipped (resume); a cancelled case (Ctrl-C, a stop) is not
+recorded and runs again on resume.
+
+With a ServerHandle the runner tells a dead server from a slow or rude one: when a request fails
+with a connection error or a 5xx (or times out), it asks handle.poll_death(). A death gives every
+case that was in flight on that server the death's outcome (oom / crash / too_long, with the reason
+and log line in Result.error); the server is relaunched (bounded retries with backoff, counted in
+run.json) and the sweep goes on. After `max_consecutive_deaths` deaths with no live answer in
+between, the sweep stops with SweepStopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from recall_eval.client import ChatClient, RequestFailed
+from recall_eval.errors import UserError
+from recall_eval.scoring import score_completion
+from recall_eval.store import RunStore
+from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
+
+
+class SweepStopped(UserError):
+    """The sweep cannot go on (the server keeps dying, or cannot be relaunched)."""
+
+
+@dataclass
+class RunnerSettings:
+    variant: str = "default"
+    max_tokens: int = 32
+    concurrency: int = 1
+    context_limit: int | None = None  # prompts of this many tokens or more are too_long without a request
+    max_consecutive_deaths: int = 3
+    relaunch_attempts: int = 3
+    relaunch_backoff_s: float = 2.0
+
+
+@dataclass
+class RunnerHooks:
+    on_start: Callable[[Case], None] = lambda case: None
+    on_result: Callable[[Result], None] = lambda result: None
+    on_event: Callable[[str], None] = lambda message: None  # relaunches, deaths: one line each
+
+
+@dataclass
+class _ServerState:
+    epoch: int = 0  # incremented by each relaunch
+    deaths: dict[int, ServerDeath] = field(default_factory=dict)  # epoch -> how that server died
+    consecutive_deaths: int = 0
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def death_error(death: ServerDeath) -> str:
+    parts = [death.reason]
+    if death.exit_code is not None:
+        parts.append(f"exit code {death.exit_code}")
+    if death.log_line:
+        parts.append(f"log: {death.log_line.strip()}")
+    return "; ".join(parts)
+
+
+class Runner:
+    def __init__(
+        self,
+        store: RunStore,
+        client: ChatClient,
+        settings: RunnerSettings,
+        handle: ServerHandle | None = None,
+        hooks: RunnerHooks | None = None,
+    ):
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.handle = handle
+        self.hooks = hooks or RunnerHooks()
+
+    def pending(self, cases: Sequence[Case]) -> list[Case]:
+        done = self.store.final_case_ids()
+        return [case for case in cases if case.id not in done]
+
+    async def run(self, cases: Sequence[Case]) -> int:
+        """Run every case not yet final; returns how many results were appended."""
+        todo = self.pending(cases)
+        state = _ServerState()
+        state.ready.set()
+        gate = asyncio.Semaphore(max(1, self.settings.concurrency))
+        appended = 0
+
+        async def one(case: Case) -> None:
+            nonlocal appended
+            async with gate:
+                result = await self._run_case(case, state)
+            self.store.append_result(result)
+            appended += 1
+            self.hooks.on_result(result)
+
+        async with asyncio.TaskGroup() as group:
+            for case in todo:
+                group.create_task(one(case))
+        return appended
+
+    def _result(
+        self,
+        case: Case,
+        outcome: Outcome,
+        started_at: float,
+        completion: Completion | None = None,
+        error: str | None = None,
+    ) -> Result:
+        params = dict(case.params)
+        if case.needle_token_end is not None:
+            params["needle_token_end"] = case.needle_token_end
+        return Result(
+            case_id=case.id,
+            suite=case.suite,
+            variant=self.settings.variant,
+            outcome=outcome,
+            answer=completion.text if completion is not None else "",
+            expected=case.expected,
+            target_tokens=case.target_tokens,
+            depth_percent=case.depth_percent,
+            trial=case.trial,
+            prompt_tokens=case.prompt_tokens,
+            needle_token_offset=case.needle_token_offset,
+            tokenizer=case.tokenizer,
+            completion=completion,
+            error=error,
+            started_at=started_at,
+            finished_at=time.time(),
+            params=params,
+        )
+
+    async def _run_case(self, case: Case, state: _ServerState) -> Result:
+        started_at = time.time()
+        limit = self.settings.context_limit
+        length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
+        if limit is not None and length >= limit:
+            reason = f"prompt of {length} tokens does not fit the server's context length ({limit} tokens); not sent"
+            return self._result(case, "too_long", started_at, error=reason)
+        await state.ready.wait()
+        epoch = state.epoch
+        self.hooks.on_start(case)
+        try:
+            completion = await self.client.complete(
+                case.messages,
+                self.settings.max_tokens,
+                give_up=lambda: self._death_of(epoch, state) is not None,
+            )
+        except RequestFailed as failure:
+            return await self._failed(case, failure, epoch, state, started_at)
+        state.consecutive_deaths = 0
+        outcome, why = score_completion(completion, case.expected, case.distractors)
+        return self._result(case, outcome, started_at, completion, error=why if outcome != "pass" else None)
+
+    def _death_of(self, epoch: int, state: _ServerState) -> ServerDeath | None:
+        if epoch in state.deaths:
+            return state.deaths[epoch]
+        if self.handle is None or epoch != state.epoch:
+            return None
+        death = self.handle.poll_death()
+        if death is not None:
+            state.deaths[epoch] = death
+            state.ready.clear()  # hold new requests until the relaunch
+        return death
+
+    async def _failed(
+        self, case: Case, failure: RequestFailed, epoch: int, state: _ServerState, started_at: float
+    ) -> Result:
+        if failure.kind == "too_long":
+            return self._result(case, "too_long", started_at, error=str(failure))
+        death = None
+        if failure.kind in ("server", "connection", "timeout"):
+            death = self._death_of(epoch, state)
+        if death is None:
+            outcome: Outcome = "timeout" if failure.kind == "timeout" else "error"
+            return self._result(
+                case, outcome, started_at, error=f"{failure} (after {failure.attempts} attempts)"
+            )
+        result = self._result(case, death.outcome, started_at, error=death_error(death))
+        await self._relaunch(epoch, state)
+        return result
+
+    async def _relaunch(self, epoch: int, state: _ServerState) -> None:
+        """Relaunch once per death (the first case to get here does it; the others wait)."""
+        assert self.handle is not None
+        async with state.lock:
+            if state.epoch != epoch:
+                return
+            death = state.deaths[epoch]
+            state.consecutive_deaths += 1
+            self.hooks.on_event(f"server died ({death.outcome}): {death_error(death)}")
+            if state.consecutive_deaths >= self.settings.max_consecutive_deaths:
+                raise SweepStopped(
+                    f"the server died {state.consecutive_deaths} times in a row with no answer in between "
+                    f"(last: {death.outcome}: {death.reason}); fix the profile, then resume"
+                )
+            await self._relaunch_with_retries(death)
+            state.epoch += 1
+            state.ready.set()
+
+    async def _relaunch_with_retries(self, death: ServerDeath) -> None:
+        assert self.handle is not None
+        last_error = ""
+        for attempt in range(1, self.settings.relaunch_attempts + 1):
+            try:
+                seconds = await asyncio.to_thread(self.handle.relaunch)
+            except Exception as err:  # any launch failure: retried, then reported in one line
+                last_error = f"{type(err).__name__}: {err}"
+                self.hooks.on_event(f"relaunch attempt {attempt} failed: {last_error}")
+                await asyncio.sleep(self.settings.relaunch_backoff_s * 2 ** (attempt - 1))
+                continue
+            run = self.store.run
+            self.store.write_run(run.model_copy(update={"relaunches": run.relaunches + 1}))
+            self.hooks.on_event(f"server relaunched in {seconds:.1f}s (relaunch #{run.relaunches + 1})")
+            return
+        raise SweepStopped(
+            f"the server died ({death.outcome}) and {self.settings.relaunch_attempts} relaunches failed "
+            f"(last: {last_error}); fix the profile, then resume"
+        )
