@@ -96,14 +96,19 @@ class Runner:
         async def one(case: Case) -> None:
             nonlocal appended
             async with gate:
-                result = await self._run_case(case, state)
+                result, died_on = await self._run_case(case, state)
             self.store.append_result(result)
             appended += 1
             self.hooks.on_result(result)
+            if died_on is not None:
+                await self._relaunch(died_on, state)
 
-        async with asyncio.TaskGroup() as group:
-            for case in todo:
-                group.create_task(one(case))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for case in todo:
+                    group.create_task(one(case))
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from None
         return appended
 
     def _result(
@@ -137,13 +142,14 @@ class Runner:
             params=params,
         )
 
-    async def _run_case(self, case: Case, state: _ServerState) -> Result:
+    async def _run_case(self, case: Case, state: _ServerState) -> tuple[Result, int | None]:
+        """The case's result, and the server epoch it saw die (None if it did not)."""
         started_at = time.time()
         limit = self.settings.context_limit
         length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
         if limit is not None and length >= limit:
             reason = f"prompt of {length} tokens does not fit the server's context length ({limit} tokens); not sent"
-            return self._result(case, "too_long", started_at, error=reason)
+            return self._result(case, "too_long", started_at, error=reason), None
         await state.ready.wait()
         epoch = state.epoch
         self.hooks.on_start(case)
@@ -154,10 +160,12 @@ class Runner:
                 give_up=lambda: self._death_of(epoch, state) is not None,
             )
         except RequestFailed as failure:
-            return await self._failed(case, failure, epoch, state, started_at)
+            return self._failed(case, failure, epoch, state, started_at)
         state.consecutive_deaths = 0
         outcome, why = score_completion(completion, case.expected, case.distractors)
-        return self._result(case, outcome, started_at, completion, error=why if outcome != "pass" else None)
+        return self._result(
+            case, outcome, started_at, completion, error=why if outcome != "pass" else None
+        ), None
 
     def _death_of(self, epoch: int, state: _ServerState) -> ServerDeath | None:
         if epoch in state.deaths:
@@ -170,22 +178,19 @@ class Runner:
             state.ready.clear()  # hold new requests until the relaunch
         return death
 
-    async def _failed(
+    def _failed(
         self, case: Case, failure: RequestFailed, epoch: int, state: _ServerState, started_at: float
-    ) -> Result:
+    ) -> tuple[Result, int | None]:
         if failure.kind == "too_long":
-            return self._result(case, "too_long", started_at, error=str(failure))
+            return self._result(case, "too_long", started_at, error=str(failure)), None
         death = None
         if failure.kind in ("server", "connection", "timeout"):
             death = self._death_of(epoch, state)
         if death is None:
             outcome: Outcome = "timeout" if failure.kind == "timeout" else "error"
-            return self._result(
-                case, outcome, started_at, error=f"{failure} (after {failure.attempts} attempts)"
-            )
-        result = self._result(case, death.outcome, started_at, error=death_error(death))
-        await self._relaunch(epoch, state)
-        return result
+            detail = f"{failure} (after {failure.attempts} attempts)"
+            return self._result(case, outcome, started_at, error=detail), None
+        return self._result(case, death.outcome, started_at, error=death_error(death)), epoch
 
     async def _relaunch(self, epoch: int, state: _ServerState) -> None:
         """Relaunch once per death (the first case to get here does it; the others wait)."""
@@ -224,3 +229,9 @@ class Runner:
             f"the server died ({death.outcome}) and {self.settings.relaunch_attempts} relaunches failed "
             f"(last: {last_error}); fix the profile, then resume"
         )
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real error inside a (nested) exception group, for a one-line report."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

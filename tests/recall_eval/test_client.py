@@ -1,0 +1,196 @@
+"""The streaming client: SSE parsing, timing fields, think-tag split, error kinds and retries.
+
+These are unit tests of the client alone, so the HTTP layer is httpx.MockTransport; the client is
+exercised against the real reference server in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from recall_eval.client import ChatClient, RequestFailed, classify_error_message, split_thinking
+from recall_eval.types import ChatMessage, Endpoint
+
+MESSAGES = (ChatMessage(role="user", content="What is the code?"),)
+ENDPOINT = Endpoint(base_url="http://test", model="m")
+
+
+def _sse(*events: dict | str) -> bytes:
+    lines = []
+    for event in events:
+        payload = event if isinstance(event, str) else json.dumps(event)
+        lines.append(f"data: {payload}\n\n")
+    return "".join(lines).encode()
+
+
+def _chunk(content: str | None = None, reasoning: str | None = None, finish: str | None = None) -> dict:
+    delta = {}
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _client(handler, retries: int = 2) -> ChatClient:
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return ChatClient(ENDPOINT, http, request_timeout_s=5, retries=retries, backoff_s=0.001)
+
+
+@pytest.mark.parametrize(
+    ("content", "answer", "thinking"),
+    [
+        ("ZEBRA-1", "ZEBRA-1", ""),
+        ("<think>let me see</think>ZEBRA-1", "ZEBRA-1", "let me see"),
+        ("<think>a</think> x <think>b</think> y", "x  y", "a\nb"),
+        ("recalling...</think>\nZEBRA-1", "ZEBRA-1", "recalling..."),
+        ("<think>still thinking when the budget ran", "", "still thinking when the budget ran"),
+        ("answer <think>tail", "answer", "tail"),
+    ],
+)
+def test_split_thinking(content, answer, thinking):
+    assert split_thinking(content) == (answer, thinking)
+
+
+def test_classify_error_message():
+    assert (
+        classify_error_message(
+            "The input (5000 tokens) is longer than the model's context length (4096 tokens).", 400
+        )
+        == "too_long"
+    )
+    assert (
+        classify_error_message(
+            "Requested token count exceeds the model's maximum context length of 4096", 400
+        )
+        == "too_long"
+    )
+    assert classify_error_message("bad temperature", 400) == "rejected"
+    assert classify_error_message("boom", 503) == "server"
+
+
+async def test_stream_parsed_with_usage_and_timings():
+    seen = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.update(json.loads(request.content))
+        body = _sse(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+            _chunk(reasoning="hmm"),
+            _chunk(content="ZEB"),
+            _chunk(content="RA-1"),
+            _chunk(finish="stop"),
+            {"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 3, "total_tokens": 45}},
+            "[DONE]",
+        )
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    completion = await _client(handler).complete(MESSAGES, max_tokens=16)
+    assert seen["stream"] is True and seen["temperature"] == 0 and seen["max_tokens"] == 16
+    assert seen["stream_options"] == {"include_usage": True}
+    assert completion.text == "ZEBRA-1"
+    assert completion.reasoning == "hmm"
+    assert completion.finish_reason == "stop"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (42, 3)
+    assert completion.ttft_s is not None and completion.ttft_s >= 0
+    assert len(completion.itl_s) == 2
+    assert completion.latency_s >= completion.ttft_s
+
+
+async def test_without_usage_counts_text_chunks():
+    def handler(request):
+        return httpx.Response(200, content=_sse(_chunk("a"), _chunk("b"), _chunk(finish="length"), "[DONE]"))
+
+    completion = await _client(handler).complete(MESSAGES, 2)
+    assert completion.completion_tokens == 2 and completion.prompt_tokens is None
+    assert completion.finish_reason == "length"
+
+
+async def test_400_context_length_is_too_long_and_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        body = {
+            "object": "error",
+            "message": "The input (9000 tokens) is longer than the model's context length (8192 tokens).",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+        return httpx.Response(400, json=body)
+
+    with pytest.raises(RequestFailed) as info:
+        await _client(handler).complete(MESSAGES, 2)
+    assert info.value.kind == "too_long" and info.value.status == 400
+    assert len(calls) == 1
+
+
+async def test_other_4xx_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(422, json={"detail": "bad field"})
+
+    with pytest.raises(RequestFailed) as info:
+        await _client(handler).complete(MESSAGES, 2)
+    assert info.value.kind == "rejected" and "bad field" in str(info.value)
+    assert len(calls) == 1
+
+
+async def test_5xx_retried_then_succeeds():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        if len(calls) < 3:
+            return httpx.Response(503, text="overloaded")
+        return httpx.Response(200, content=_sse(_chunk("ok"), _chunk(finish="stop"), "[DONE]"))
+
+    completion = await _client(handler, retries=2).complete(MESSAGES, 2)
+    assert completion.text == "ok" and len(calls) == 3
+
+
+async def test_connection_errors_retried_then_reported():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(RequestFailed) as info:
+        await _client(handler, retries=2).complete(MESSAGES, 2)
+    assert info.value.kind == "connection" and info.value.attempts == 3
+    assert len(calls) == 3
+
+
+async def test_give_up_stops_retries():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(RequestFailed):
+        await _client(handler, retries=5).complete(MESSAGES, 2, give_up=lambda: True)
+    assert len(calls) == 1
+
+
+async def test_error_event_in_stream():
+    def handler(request):
+        error = {
+            "error": {
+                "object": "error",
+                "message": "Generation aborted.",
+                "type": "SERVICE_UNAVAILABLE",
+                "code": 503,
+            }
+        }
+        return httpx.Response(200, content=_sse(_chunk("a"), error, "[DONE]"))
+
+    with pytest.raises(RequestFailed) as info:
+        await _client(handler, retries=0).complete(MESSAGES, 2)
+    assert info.value.kind == "server"

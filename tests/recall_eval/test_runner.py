@@ -1,0 +1,178 @@
+"""The runner against a tiny real HTTP server process: outcomes, resume, deaths and relaunches."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from recall_eval.client import ChatClient
+from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
+from recall_eval.store import RunStore
+from recall_eval.types import Case, ChatMessage, Endpoint, Run, RunSpec, ServerDeath
+
+SERVER = Path(__file__).with_name("tiny_server.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TinyServer:
+    """A ServerHandle over tiny_server.py: a real process in its own process group."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.endpoint = Endpoint(base_url=f"http://127.0.0.1:{self.port}", model="tiny")
+        self.process: subprocess.Popen | None = None
+        self.launches = 0
+        self.relaunch()
+
+    def relaunch(self) -> float:
+        started = time.perf_counter()
+        self.process = subprocess.Popen([sys.executable, str(SERVER), str(self.port)], start_new_session=True)
+        self.launches += 1
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{self.endpoint.base_url}/v1/models", timeout=1).status_code == 200:
+                    return time.perf_counter() - started
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError("tiny server did not start")
+
+    def poll_death(self) -> ServerDeath | None:
+        code = self.process.poll()
+        if code is None:
+            return None
+        return ServerDeath(
+            outcome="crash", reason=f"server exited with code {code}", exit_code=code, log_line="fatal: test"
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture
+def server():
+    handle = TinyServer()
+    yield handle
+    handle.stop()
+
+
+def _case(index: int, text: str, value: str = "ZEBRA-1-OMEGA") -> Case:
+    return Case(
+        id=f"c{index}",
+        suite="needle",
+        messages=(ChatMessage(role="user", content=text),),
+        expected=(value,),
+        target_tokens=100 + index,
+        depth_percent=0.0,
+        seed=0,
+        prompt_tokens=100 + index,
+        tokenizer="test",
+    )
+
+
+def _store(tmp_path: Path) -> RunStore:
+    run = Run(run_id="r", spec=RunSpec(lengths=(100,), depths=(0.0,)), created_at=time.time())
+    return RunStore.create(run, root=tmp_path)
+
+
+def _runner(store, server, handle=True, timeout=5.0, **settings) -> Runner:
+    http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=2))
+    client = ChatClient(server.endpoint, http, request_timeout_s=timeout, retries=1, backoff_s=0.01)
+    events: list[str] = []
+    runner = Runner(
+        store,
+        client,
+        RunnerSettings(relaunch_backoff_s=0.01, **settings),
+        handle=server if handle else None,
+        hooks=RunnerHooks(on_event=events.append),
+    )
+    runner.events = events
+    return runner
+
+
+async def test_outcomes_and_each_case_once(tmp_path, server):
+    store = _store(tmp_path)
+    cases = [
+        _case(0, "The code is ZEBRA-1-OMEGA."),
+        _case(1, "The code is LION-2-ALPHA."),
+        _case(2, "@long"),
+        _case(3, "@e500"),
+        _case(4, "huge", value="X").model_copy(update={"prompt_tokens": 5000}),
+    ]
+    appended = await _runner(store, server, context_limit=4096, concurrency=3).run(cases)
+    assert appended == 5
+    outcomes = {r.case_id: r.outcome for r in store.results()}
+    assert outcomes == {"c0": "pass", "c1": "miss", "c2": "too_long", "c3": "error", "c4": "too_long"}
+    by_id = {r.case_id: r for r in store.results()}
+    assert "not sent" in by_id["c4"].error
+    assert by_id["c0"].completion.ttft_s is not None and by_id["c0"].completion.prompt_tokens == 4
+    # resume: nothing left to do, nothing appended twice
+    assert await _runner(store, server).run(cases) == 0
+    assert len(store.results()) == 5
+
+
+async def test_timeout_with_live_server_is_timeout(tmp_path, server):
+    store = _store(tmp_path)
+    await _runner(store, server, timeout=0.5).run([_case(0, "@slow")])
+    [result] = store.results()
+    assert result.outcome == "timeout"
+
+
+async def test_death_gives_crash_relaunches_and_continues(tmp_path, server):
+    store = _store(tmp_path)
+    cases = [_case(0, "ZEBRA-1-OMEGA @die"), _case(1, "ZEBRA-1-OMEGA"), _case(2, "ZEBRA-1-OMEGA")]
+    runner = _runner(store, server, concurrency=1)
+    await runner.run(cases)
+    outcomes = {r.case_id: r.outcome for r in store.results()}
+    assert outcomes == {"c0": "crash", "c1": "pass", "c2": "pass"}
+    crashed = next(r for r in store.results() if r.case_id == "c0")
+    assert "exit code 3" in crashed.error and "fatal: test" in crashed.error
+    assert server.launches == 2
+    assert RunStore.open(store.path).run.relaunches == 1
+    assert any("relaunched" in event for event in runner.events)
+
+
+async def test_in_flight_cases_share_the_death(tmp_path, server):
+    store = _store(tmp_path)
+    cases = [_case(0, "ZEBRA-1-OMEGA @die"), _case(1, "ZEBRA-1-OMEGA @slow")] + [
+        _case(i, "ZEBRA-1-OMEGA") for i in range(2, 5)
+    ]
+    await _runner(store, server, concurrency=2, timeout=20).run(cases)
+    outcomes = {r.case_id: r.outcome for r in store.results()}
+    assert outcomes["c0"] == "crash" and outcomes["c1"] == "crash"
+    assert [outcomes[f"c{i}"] for i in range(2, 5)] == ["pass"] * 3
+    assert server.launches == 2
+    assert len(store.results()) == 5
+
+
+async def test_consecutive_deaths_stop_the_sweep(tmp_path, server):
+    store = _store(tmp_path)
+    cases = [_case(i, "@die") for i in range(5)]
+    with pytest.raises(SweepStopped, match="died 3 times in a row"):
+        await _runner(store, server, concurrency=1, max_consecutive_deaths=3).run(cases)
+    assert [r.outcome for r in store.results()] == ["crash"] * 3
+    assert RunStore.open(store.path).run.relaunches == 2
+
+
+async def test_without_handle_dead_server_is_error(tmp_path, server):
+    store = _store(tmp_path)
+    server.stop()
+    await _runner(store, server, handle=False).run([_case(0, "x")])
+    [result] = store.results()
+    assert result.outcome == "error"
+    assert "Connect" in result.error and "after 2 attempts" in result.error
