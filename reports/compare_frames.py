@@ -39,7 +39,7 @@ class Throughput:
 
 METRICS: tuple[tuple[str, str, bool], ...] = (
     # (Throughput attribute, label, higher is better)
-    ("ttft_s", "TTFT p50 (s)", False),
+    ("ttft_s", "TTFT p50", False),
     ("prefill_tps", "prefill tok/s p50", True),
     ("decode_tps", "decode tok/s p50", True),
 )

@@ -101,11 +101,13 @@ def _details(pair: PairFrame) -> list[str]:
     test = pair.overall
     if test.excluded_infra:
         details.append(
-            f"{test.excluded_infra:,} pairs left out of the test for infrastructure outcomes "
+            f"{test.excluded_infra:,} {'pair' if test.excluded_infra == 1 else 'pairs'} left out of the test "
+            "for infrastructure outcomes "
             f"({a.label}: {_infra_of(a)}; {b.label}: {_infra_of(b)})"
         )
     if test.unpaired:
-        details.append(f"{test.unpaired:,} cases were stored under only one of the two runs")
+        noun = "case was" if test.unpaired == 1 else "cases were"
+        details.append(f"{test.unpaired:,} {noun} stored under only one of the two runs")
     return details
 
 

@@ -1,0 +1,259 @@
+"""The compare report: a compare directory's compare.json (which runs, under which labels, plus the
+computed numbers) and compare.html (self-contained: images inline), rendered from run directories only.
+
+    runs/compare-<id>/compare.json          manifest + numbers (machine-readable)
+    runs/compare-<id>/compare.html          the report
+    runs/compare-<id>/diff-<suite>-<n>.png  each difference heatmap, for pasting into chats
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from recall_eval.errors import UserError
+from recall_eval.store import load_run
+from reports import frames
+from reports.compare_charts import diff_heatmap_png, length_recall_png
+from reports.compare_frames import METRICS, CompareFrames, PairedTest, VariantRun, compare_frames
+from reports.compare_verdict import format_p, format_pct, verdict
+from reports.heatmap import heatmap_png
+from reports.html import environment
+
+COMPARE_FILE = "compare.json"
+COMPARE_HTML = "compare.html"
+COMPARE_FORMAT = 1
+
+
+class CompareVariant(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str  # the variant as the user wrote it
+    run_dir: str  # the run directory, relative to the compare directory where possible
+    reused: bool = False  # an earlier finished run with the identical spec was reused
+
+
+class CompareManifest(BaseModel):
+    """What a compare is: its variants' runs, in order (the first is the baseline)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # compare.json also holds the numbers
+
+    format_version: int = COMPARE_FORMAT
+    compare_id: str
+    created_at: float
+    command: str | None = None  # the command line that made it, for the report header
+    variants: tuple[CompareVariant, ...]
+
+
+def _png_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+
+
+@dataclass(frozen=True)
+class DiffImage:
+    b_label: str
+    a_label: str
+    file_name: str  # written next to compare.html
+    png: bytes
+
+    @property
+    def data_uri(self) -> str:
+        return _png_uri(self.png)
+
+
+@dataclass(frozen=True)
+class SuitePanel:
+    """One suite: each variant's recall heatmap, and each variant's difference heatmap against the first."""
+
+    suite: str
+    heatmaps: list[tuple[str, str]]  # (variant label, data URI)
+    diffs: list[DiffImage]
+
+
+def suite_panels(data: CompareFrames) -> list[SuitePanel]:
+    panels = []
+    for suite in data.suites:
+        heatmaps = [
+            (v.label, _png_uri(heatmap_png(v.grids[suite], f"{v.label} · {suite}: recall")))
+            for v in data.variants
+        ]
+        diffs = []
+        for index, pair in enumerate(data.pairs, start=1):
+            title = f"{suite}: recall {pair.b.label} − {pair.a.label}"
+            png = diff_heatmap_png(pair.diff_grids[suite], pair.a.grids[suite], pair.b.grids[suite], title)
+            diffs.append(DiffImage(pair.b.label, pair.a.label, f"diff-{_slug(suite)}-{index}.png", png))
+        panels.append(SuitePanel(suite=suite, heatmaps=heatmaps, diffs=diffs))
+    return panels
+
+
+def _test_dict(test: PairedTest) -> dict[str, Any]:
+    return {
+        "paired": test.paired,
+        "both_pass": test.both_pass,
+        "both_fail": test.both_fail,
+        "miss_to_pass": test.gained,
+        "pass_to_miss": test.lost,
+        "excluded_infra": test.excluded_infra,
+        "unpaired": test.unpaired,
+        "p_value": test.p_value,
+    }
+
+
+def numbers(data: CompareFrames) -> dict[str, Any]:
+    """The report's numbers as plain JSON (what compare.json stores next to the manifest)."""
+    variants = []
+    for v in data.variants:
+        variants.append(
+            {
+                "label": v.label,
+                "run_id": v.run_id,
+                "status": v.status,
+                "server": v.profile_summary,
+                "cases": v.summary.cases,
+                "passes": v.summary.passes,
+                "answered": v.summary.answered,
+                "recall": v.summary.recall,
+                "recall_ci95": [v.summary.ci_low, v.summary.ci_high],
+                "effective_length": v.summary.effective_length,
+                "outcomes": v.summary.outcomes,
+                "per_length": [
+                    {
+                        "length": n,
+                        "passes": f.passes,
+                        "answered": f.answered,
+                        "recall": f.recall,
+                        "recall_ci95": list(v.length_ci[n]),
+                        "ttft_p50_s": f.ttft_p50_s,
+                        "prefill_tps_p50": f.prefill_tps_p50,
+                        "decode_tps_p50": f.decode_tps_p50,
+                    }
+                    for n, f in v.lengths.items()
+                ],
+                "throughput": {name: getattr(v.throughput, name) for name, _, _ in METRICS},
+                "time_to_ready_s": v.memory.time_to_ready_s,
+                "max_total_num_tokens": v.memory.max_total_num_tokens,
+                "kv_bytes_per_token": v.memory.kv_bytes_per_token,
+            }
+        )
+    pairs = [
+        {
+            "a": pair.a.label,
+            "b": pair.b.label,
+            "overall": _test_dict(pair.overall),
+            "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
+            "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
+            "throughput_change_pct": pair.throughput_change,
+        }
+        for pair in data.pairs
+    ]
+    return {"variants": variants, "pairs": pairs}
+
+
+def _pct_change(base: float | int | None, new: float | int | None) -> str:
+    if base is None or new is None or base == 0:
+        return "–"
+    return format_pct((new - base) / base * 100)
+
+
+def render_html(manifest: CompareManifest, data: CompareFrames, panels: list[SuitePanel], text: str) -> str:
+    env = environment()
+    env.filters.update(p_value=format_p, pct=format_pct)
+    env.globals.update(pct_change=_pct_change, METRICS=METRICS)
+    template = env.get_template("compare.html.j2")
+    run_links = {
+        v.label: (Path(v.run_dir) / "report.html").as_posix()
+        for v in manifest.variants
+        if not Path(v.run_dir).is_absolute()
+    }
+    return template.render(
+        manifest=manifest,
+        data=data,
+        panels=panels,
+        verdict=text,
+        run_links=run_links,
+        reused={v.label: v.reused for v in manifest.variants},
+        length_chart=_png_uri(length_recall_png(data.variants, data.lengths)),
+    )
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:
+    path = Path(variant.run_dir)
+    return path if path.is_absolute() else compare_dir / path
+
+
+def relative_run_dir(compare_dir: Path, run_dir: Path) -> str:
+    """run_dir as compare.json stores it: relative to the compare dir (both usually sit in runs/)."""
+    try:
+        return os.path.relpath(Path(run_dir).resolve(), Path(compare_dir).resolve())
+    except ValueError:  # another drive on Windows
+        return str(Path(run_dir).resolve())
+
+
+def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
+    """Load the manifest's runs, compute the numbers, write compare.json and compare.html; returns the html."""
+    compare_dir = Path(compare_dir)
+    compare_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for item in manifest.variants:
+        run, stored = load_run(run_dir_of(compare_dir, item))
+        runs.append(
+            VariantRun(
+                label=item.label,
+                run_dir=run_dir_of(compare_dir, item),
+                run=run,
+                results=frames.latest_per_case(stored),
+            )
+        )
+    data = compare_frames(runs)
+    text = verdict(data)
+    panels = suite_panels(data)
+    for panel in panels:
+        for image in panel.diffs:
+            _write_atomically(compare_dir / image.file_name, image.png)
+    document = {
+        **manifest.model_dump(mode="json"),
+        "rendered_at": time.time(),
+        "verdict": text,
+        "numbers": numbers(data),
+    }
+    _write_atomically(compare_dir / COMPARE_FILE, json.dumps(document, indent=2).encode("utf-8"))
+    html = compare_dir / COMPARE_HTML
+    _write_atomically(html, render_html(manifest, data, panels, text).encode("utf-8"))
+    return html
+
+
+def read_manifest(compare_dir: Path) -> CompareManifest:
+    path = Path(compare_dir) / COMPARE_FILE
+    if not path.is_file():
+        raise UserError(
+            f"{compare_dir} is not a compare directory (no {COMPARE_FILE}); run `recall-eval compare`"
+        )
+    try:
+        return CompareManifest.model_validate_json(path.read_bytes())
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path} is not a valid compare file ({where}: {first['msg']})") from err
+
+
+def render_compare(compare_dir: Path) -> Path:
+    """Re-render an existing compare directory from its compare.json and the runs it names."""
+    return write_compare(Path(compare_dir), read_manifest(compare_dir))
