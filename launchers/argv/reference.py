@@ -1,0 +1,63 @@
+"""argv of the embedded reference engine (python -m launchers.reference.server; flags as SGLang names them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from launchers.argv.spec import LaunchSpec
+from recall_eval.errors import BadInput
+from recall_eval.types import Profile
+
+REFERENCE_MODULE = "launchers.reference.server"
+
+
+def _refuse_unsupported(profile: Profile) -> None:
+    where = f"profile {profile.name!r} (engine reference)"
+    if profile.index_k_dtype == "fp4":
+        raise BadInput(f"{where}: the reference engine stores index keys in fp8 or bf16, not fp4")
+    if profile.tp != 1:
+        raise BadInput(f"{where}: the reference engine runs in one process; tp must be 1, got {profile.tp}")
+    if profile.pd:
+        raise BadInput(f"{where}: PD disaggregation needs engine 'sglang'")
+    unsupported = [
+        name
+        for name in ("page_size", "dsa_prefill_backend", "dsa_decode_backend")
+        if getattr(profile, name) is not None
+    ]
+    if unsupported:
+        raise BadInput(
+            f"{where}: {', '.join(unsupported)} are SGLang settings the reference engine does not have"
+        )
+
+
+def reference_spec(profile: Profile) -> LaunchSpec:
+    _refuse_unsupported(profile)
+    argv = [sys.executable, "-m", REFERENCE_MODULE, "--host", profile.host, "--port", str(profile.port)]
+    if profile.model_path:
+        argv += ["--model-path", profile.model_path]
+    if profile.served_model_name:
+        argv += ["--served-model-name", profile.served_model_name]
+    if profile.context_length is not None:
+        argv += ["--context-length", str(profile.context_length)]
+    if profile.max_total_tokens is not None:
+        argv += ["--max-total-tokens", str(profile.max_total_tokens)]
+    if profile.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", str(profile.mem_fraction_static)]
+    if profile.index_topk is not None:
+        argv += ["--json-model-override-args", json.dumps({"index_topk": profile.index_topk})]
+    if profile.enable_return_indexer_topk:
+        argv.append("--enable-return-indexer-topk")
+    argv += ["--index-k-dtype", profile.index_k_dtype]
+    if profile.memory_limit_gb is not None:
+        argv += ["--memory-limit-gb", str(profile.memory_limit_gb)]
+    argv += list(profile.extra_args)
+    return LaunchSpec(
+        role="main",
+        name="main",
+        argv=tuple(argv),
+        env=dict(profile.env),
+        host=profile.host,
+        port=profile.port,
+        is_endpoint=True,
+    )

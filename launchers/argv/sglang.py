@@ -1,0 +1,179 @@
+"""argv and env of SGLang 0.5.23 servers (python -m sglang.launch_server), single or PD-disaggregated.
+
+Flag names are SGLang 0.5.23's own (0.5.23 renamed the nsa flags to dsa); tests parse every argv
+built here with SGLang's prepare_server_args.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from typing import Any
+
+from launchers.argv.precision import BF16_INDEX_K_ENV, BF16_PATCH_DIR, effective_index_k_dtype
+from launchers.argv.spec import LaunchSpec
+from recall_eval.errors import BadInput
+from recall_eval.types import IndexKDtype, PDPart, Profile
+
+SGLANG_SERVER_MODULE = "sglang.launch_server"
+SGLANG_DEFAULT_BOOTSTRAP_PORT = 8998  # ServerArgs.disaggregation_bootstrap_port default in 0.5.23
+FP4_INDEXER_FLAG = "--enable-deepseek-v4-fp4-indexer"  # SGLang's experimental FP4 C4 indexer (DeepSeek-V4)
+MODEL_OVERRIDES_FLAG = "--json-model-override-args"
+
+
+def _model_overrides(profile: Profile, extra_args: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """index_topk merged with any --json-model-override-args in extra_args (one flag in the end)."""
+    overrides: dict[str, Any] = {}
+    rest: list[str] = []
+    args = iter(extra_args)
+    for arg in args:
+        if arg == MODEL_OVERRIDES_FLAG or arg.startswith(MODEL_OVERRIDES_FLAG + "="):
+            text = arg.partition("=")[2] if "=" in arg else next(args, "")
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise BadInput(
+                    f"profile {profile.name!r}: {MODEL_OVERRIDES_FLAG} in extra_args is not JSON: {err}"
+                ) from err
+            if not isinstance(parsed, dict):
+                raise BadInput(
+                    f"profile {profile.name!r}: {MODEL_OVERRIDES_FLAG} in extra_args must be a JSON object"
+                )
+            overrides.update(parsed)
+        else:
+            rest.append(arg)
+    if profile.index_topk is not None:
+        if overrides.get("index_topk", profile.index_topk) != profile.index_topk:
+            raise BadInput(
+                f"profile {profile.name!r}: index_topk = {profile.index_topk} but extra_args' "
+                f"{MODEL_OVERRIDES_FLAG} sets {overrides['index_topk']}; keep one of them"
+            )
+        overrides["index_topk"] = profile.index_topk
+    return overrides, rest
+
+
+def _precision_args_env(dtype: IndexKDtype) -> tuple[list[str], dict[str, str]]:
+    if dtype == "bf16":
+        return [], {BF16_INDEX_K_ENV: "1", "PYTHONPATH": str(BF16_PATCH_DIR)}
+    if dtype == "fp4":
+        return [FP4_INDEXER_FLAG], {}
+    return [], {}
+
+
+def _server_argv(profile: Profile, port: int, tp: int, extra: list[str]) -> list[str]:
+    if not profile.model_path:
+        raise BadInput(f"profile {profile.name!r}: engine sglang needs model_path (a model dir or hub id)")
+    if profile.memory_limit_gb is not None:
+        raise BadInput(
+            f"profile {profile.name!r}: memory_limit_gb is a reference-engine setting; use mem_fraction_static"
+        )
+    argv = [sys.executable, "-m", SGLANG_SERVER_MODULE, "--model-path", profile.model_path]
+    argv += ["--host", profile.host, "--port", str(port), "--tp-size", str(tp)]
+    optional = {
+        "--served-model-name": profile.served_model_name,
+        "--mem-fraction-static": profile.mem_fraction_static,
+        "--context-length": profile.context_length,
+        "--max-total-tokens": profile.max_total_tokens,
+        "--page-size": profile.page_size,
+        "--dsa-prefill-backend": profile.dsa_prefill_backend,
+        "--dsa-decode-backend": profile.dsa_decode_backend,
+    }
+    for flag, value in optional.items():
+        if value is not None:
+            argv += [flag, str(value)]
+    model_overrides, rest = _model_overrides(profile, [*profile.extra_args, *extra])
+    if model_overrides:
+        argv += [MODEL_OVERRIDES_FLAG, json.dumps(model_overrides)]
+    if profile.enable_return_indexer_topk:
+        argv.append("--enable-return-indexer-topk")
+    return argv + rest
+
+
+def single_server_spec(profile: Profile) -> LaunchSpec:
+    dtype = effective_index_k_dtype(profile.index_k_dtype, profile.env, f"profile {profile.name!r}")
+    precision_args, precision_env = _precision_args_env(dtype)
+    argv = _server_argv(profile, profile.port, profile.tp, precision_args)
+    return LaunchSpec(
+        role="main",
+        name="main",
+        argv=tuple(argv),
+        env={**profile.env, **precision_env},
+        host=profile.host,
+        port=profile.port,
+        is_endpoint=True,
+    )
+
+
+def _part_names(parts: tuple[PDPart, ...]) -> list[str]:
+    totals = Counter(part.role for part in parts)
+    seen: Counter[str] = Counter()
+    names = []
+    for part in parts:
+        seen[part.role] += 1
+        names.append(part.role if totals[part.role] == 1 else f"{part.role}-{seen[part.role]}")
+    return names
+
+
+def _part_dtype(profile: Profile, part: PDPart, name: str) -> IndexKDtype:
+    dtype = part.index_k_dtype or profile.index_k_dtype
+    return effective_index_k_dtype(dtype, {**profile.env, **part.env}, f"profile {profile.name!r} ({name})")
+
+
+def check_pd_precision(profile: Profile) -> IndexKDtype:
+    """Prefill and decode must store index keys alike: the KV transfer copies them byte for byte."""
+    names = _part_names(profile.pd)
+    dtypes = {
+        name: _part_dtype(profile, part, name)
+        for part, name in zip(profile.pd, names, strict=True)
+        if part.role != "router"
+    }
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{name} {dtype}" for name, dtype in dtypes.items())
+        raise BadInput(
+            f"profile {profile.name!r}: prefill and decode disagree on index_k_dtype ({listed}); "
+            f"the KV transfer needs one precision: set index_k_dtype once (e.g. --index-k-dtype bf16)"
+        )
+    return next(iter(dtypes.values()))
+
+
+def _bootstrap_port(part: PDPart) -> int:
+    return part.bootstrap_port if part.bootstrap_port is not None else SGLANG_DEFAULT_BOOTSTRAP_PORT
+
+
+def pd_server_specs(profile: Profile) -> list[LaunchSpec]:
+    """The prefill and decode servers of a PD profile (the router is built by router.py)."""
+    dtype = check_pd_precision(profile)
+    precision_args, precision_env = _precision_args_env(dtype)
+    specs = []
+    for part, name in zip(profile.pd, _part_names(profile.pd), strict=True):
+        if part.role == "router":
+            continue
+        mode_args = ["--disaggregation-mode", part.role, "--base-gpu-id", str(part.base_gpu_id)]
+        extra_ports: tuple[int, ...] = ()
+        if part.role == "prefill":
+            mode_args += ["--disaggregation-bootstrap-port", str(_bootstrap_port(part))]
+            extra_ports = (_bootstrap_port(part),)
+        argv = _server_argv(
+            profile, part.port, part.tp or profile.tp, [*mode_args, *precision_args, *part.extra_args]
+        )
+        specs.append(
+            LaunchSpec(
+                role=part.role,
+                name=name,
+                argv=tuple(argv),
+                env={**profile.env, **part.env, **precision_env},
+                host=profile.host,
+                port=part.port,
+                extra_ports=extra_ports,
+            )
+        )
+    return specs
+
+
+def prefill_bootstrap(profile: Profile) -> list[tuple[str, int]]:
+    """(url, bootstrap port) of every prefill server, for the router."""
+    host = f"[{profile.host}]" if ":" in profile.host else profile.host
+    return [
+        (f"http://{host}:{part.port}", _bootstrap_port(part)) for part in profile.pd if part.role == "prefill"
+    ]
