@@ -1,0 +1,60 @@
+"""Small helpers shared by the sweep, report and runs commands."""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import webbrowser
+from collections import Counter
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+
+from recall_eval.stats import recall_counts, wilson_interval
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result
+
+
+def resume_command(run_dir: Path) -> str:
+    return f"recall-eval sweep --resume {shlex.quote(str(run_dir))}"
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("recall-eval")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def versions(server_version: str | None = None) -> dict[str, str]:
+    found = {"recall-eval": package_version(), "python": platform.python_version()}
+    if server_version:
+        found["server"] = server_version
+    return found
+
+
+def outcome_counts(results: Iterable[Result]) -> Counter[str]:
+    return Counter(result.outcome for result in results)
+
+
+def summary_line(results: list[Result]) -> str:
+    """e.g. 'recall 0.95 [0.88-0.98] (76/80 answered) · pass 76, miss 4 · too_long 2'."""
+    passes, answered = recall_counts(results)
+    counts = outcome_counts(results)
+    if answered:
+        low, high = wilson_interval(passes, answered)
+        head = f"recall {passes / answered:.2f} [{low:.2f}-{high:.2f}] ({passes}/{answered} answered)"
+    else:
+        head = "recall n/a (no answer from a live model)"
+    live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts[name])
+    infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts[name])
+    return " · ".join(part for part in (head, live, infra) if part)
+
+
+def render_report(run_dir: Path) -> Path:
+    import reports
+
+    return reports.render_report(run_dir)
+
+
+def open_in_browser(path: Path) -> None:
+    webbrowser.open(path.resolve().as_uri())

@@ -1,0 +1,80 @@
+"""The sweep's rich progress display: calibration, then done/total, passes so far, ETA, current length."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from recall_eval.types import Case, Result
+
+
+class SweepProgress:
+    """Two bars on stderr: calibrating cases, then running them. Rich hides itself when not a TTY."""
+
+    def __init__(self, console: Console, total: int, already_done: int = 0, already_passed: int = 0):
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[passes]}"),
+            TextColumn("{task.fields[length]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.total = total
+        self.passes = already_passed
+        self.answered_before = already_done
+        self._calibration: TaskID | None = None
+        self._run: TaskID | None = None
+        self._already = already_done
+
+    def __enter__(self) -> SweepProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.progress.__exit__(kind, error, trace)
+
+    def log(self, message: str) -> None:
+        self.progress.console.print(message, highlight=False)
+
+    def start_calibration(self, count: int) -> None:
+        self._calibration = self.progress.add_task("calibrating", total=count, passes="", length="")
+
+    def calibrated(self, case: Case) -> None:
+        if self._calibration is not None:
+            self.progress.update(self._calibration, advance=1, length=f"len {case.target_tokens}")
+
+    def start_run(self) -> None:
+        self._run = self.progress.add_task(
+            "sweep", total=self.total, completed=self._already, passes=self._passes_text(), length=""
+        )
+
+    def _passes_text(self) -> str:
+        return f"[green]{self.passes} pass[/green]"
+
+    def started(self, case: Case) -> None:
+        if self._run is not None:
+            self.progress.update(self._run, length=f"len {case.target_tokens}")
+
+    def finished(self, result: Result) -> None:
+        self.passes += result.outcome == "pass"
+        if self._run is not None:
+            self.progress.update(self._run, advance=1, passes=self._passes_text())

@@ -1,0 +1,144 @@
+"""The body of `recall-eval sweep`: reach the target, calibrate the grid, run it, keep run.json current."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+import suites
+from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
+from recall_eval.cli.common import versions
+from recall_eval.cli.progress import SweepProgress
+from recall_eval.client import ChatClient
+from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
+from recall_eval.server_probe import probe_server
+from recall_eval.store import RunStore
+from recall_eval.tokenization import probe_tokenizer
+from recall_eval.types import Case, CaseRecipe, Endpoint, Profile, RunSpec, ServerHandle
+
+
+@dataclass
+class Target:
+    """Where requests go: a launched server (with a handle) or an external one."""
+
+    base_url: str
+    model: str | None
+    handle: ServerHandle | None = None
+    time_to_ready_s: float | None = None
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[Target]:
+    """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
+    if profile.engine == "external":
+        assert profile.base_url is not None
+        yield Target(base_url=profile.base_url, model=profile.served_model_name)
+        return
+    from launchers.lifecycle import launch
+
+    with console.status(f"starting the {profile.name} server ({profile.engine})..."):
+        server = launch(profile, log_dir)
+    with server:
+        console.print(
+            f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
+        )
+        yield Target(
+            base_url=server.endpoint.base_url,
+            model=server.endpoint.model,
+            handle=server,
+            time_to_ready_s=server.time_to_ready_s,
+            server_info=dict(getattr(server, "server_info", {}) or {}),
+        )
+
+
+def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
+    return [
+        recipe
+        for suite in spec.suites
+        for recipe in suites.build_recipes(suite, spec.lengths, spec.depths, spec.trials, spec.seed)
+    ]
+
+
+def http_client() -> httpx.AsyncClient:
+    # No read timeout here: each request's whole duration is bounded by the client's request timeout.
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=10.0), limits=httpx.Limits(max_connections=256)
+    )
+
+
+async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
+    """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish."""
+    spec = store.run.spec
+    async with http_client() as http:
+        facts = await probe_server(target.base_url, http, target.model)
+        server_info = {**target.server_info, **facts.server_info}
+        store.write_run(
+            store.run.model_copy(
+                update={
+                    "server_info": server_info,
+                    "time_to_ready_s": target.time_to_ready_s,
+                    "versions": {**store.run.versions, **versions(facts.version)},
+                }
+            )
+        )
+        endpoint = Endpoint(base_url=target.base_url, model=facts.model)
+        tokenizer = await probe_tokenizer(endpoint, http)
+        if not tokenizer.exact:
+            console.print(
+                f"[yellow]note:[/yellow] {target.base_url} has no /v1/tokenize; lengths are measured with "
+                f"{tokenizer.name} and an approximate chat template, so they are approximate for this model"
+            )
+        recipes = build_recipes(spec)
+        done = store.final_case_ids()
+        limit = facts.context_length
+        fits = [recipe for recipe in recipes if limit is None or recipe.target_tokens < limit]
+        to_calibrate = {recipe_id(recipe) for recipe in fits} - done
+        cache = CalibrationCache.load(store.path)
+        already = [result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes}]
+        with SweepProgress(
+            console,
+            total=len(recipes),
+            already_done=len(already),
+            already_passed=sum(r.outcome == "pass" for r in already),
+        ) as progress:
+            progress.start_calibration(len(to_calibrate))
+            started = time.perf_counter()
+            calibrated = await Calibrator(tokenizer, cache).calibrate(
+                fits, only=to_calibrate, on_done=progress.calibrated
+            )
+            cache.save(store.path)
+            progress.log(
+                f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
+            )
+            cases = _in_recipe_order(recipes, calibrated, done)
+            client = ChatClient(endpoint, http, request_timeout_s=spec.request_timeout_s)
+            settings = RunnerSettings(
+                variant=spec.variant,
+                max_tokens=spec.max_tokens,
+                concurrency=spec.concurrency,
+                context_limit=limit,
+            )
+            hooks = RunnerHooks(on_start=progress.started, on_result=progress.finished, on_event=progress.log)
+            progress.start_run()
+            await Runner(store, client, settings, handle=target.handle, hooks=hooks).run(cases)
+
+
+def _in_recipe_order(recipes: list[CaseRecipe], calibrated: list[Case], done: set[str]) -> list[Case]:
+    """Every pending case in grid order; recipes beyond the context stay uncalibrated (never sent)."""
+    by_id = {case.id: case for case in calibrated}
+    cases = []
+    for recipe in recipes:
+        case_id = recipe_id(recipe)
+        if case_id in done:
+            continue
+        case = by_id.get(case_id)
+        cases.append(case if case is not None else recipe.render(recipe.words_guess(DEFAULT_TOKENS_PER_WORD)))
+    return cases
