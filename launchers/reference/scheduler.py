@@ -1,0 +1,159 @@
+"""Runs engine generations in worker threads and streams their steps to asyncio handlers.
+
+engine.generate() is a blocking iterator (it waits until the KV pool has room, then prefills
+and decodes), so each request gets its own thread; at most max_running_requests threads are
+inside the engine at once, the rest wait for a turn. A consumer that stops listening (client
+disconnect, stop string) sets a cancel flag: the worker leaves the engine at the next step and
+closes the iterator, which frees the request's KV slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+from launchers.reference.engine_api import Engine, EngineOutOfMemory, StepOutput
+from launchers.reference.memory_limit import is_allocation_failure
+
+_ADMISSION_POLL_S = 0.1  # how often a queued worker looks at its cancel flag
+
+
+@dataclass(frozen=True)
+class GenerationJob:
+    prompt_ids: list[int]
+    max_new_tokens: int
+    return_indexer_topk: bool = False
+
+
+@dataclass(frozen=True)
+class OutOfMemoryEvent:
+    """What the server needs to log SGLang's out-of-memory lines before it dies."""
+
+    phase: Literal["prefill", "decode"]
+    error: BaseException
+    prompt_tokens: int
+    running_requests: int
+
+
+OnOutOfMemory = Callable[[OutOfMemoryEvent], NoReturn]
+
+
+@dataclass
+class LoadCounters:
+    running: int = 0  # requests that have produced at least one token and not finished
+    queued: int = 0  # requests waiting for a turn or for KV room (before their first token)
+    finished: int = 0
+    generated_tokens: int = 0
+
+
+class _End:
+    """Marks the end of a worker's stream."""
+
+
+class Scheduler:
+    def __init__(self, engine: Engine, max_running_requests: int, on_out_of_memory: OnOutOfMemory):
+        self._engine = engine
+        self._turns = threading.BoundedSemaphore(max_running_requests)
+        self._on_out_of_memory = on_out_of_memory
+        self._lock = threading.Lock()
+        self._counters = LoadCounters()
+        self._ids = itertools.count()
+        self.max_running_requests = max_running_requests
+        self.last_step_monotonic = 0.0  # when any request last produced a token (for /health_generate)
+
+    def counters(self) -> LoadCounters:
+        with self._lock:
+            return LoadCounters(**vars(self._counters))
+
+    async def stream(self, job: GenerationJob) -> AsyncIterator[StepOutput]:
+        """Steps of one generation as they come. Closing this iterator early cancels the generation."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[StepOutput | BaseException | _End] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def post(item: StepOutput | BaseException | _End) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the event loop is gone (server shutting down)
+                cancel.set()
+
+        worker = threading.Thread(
+            target=self._work, args=(job, cancel, post), name=f"generate-{next(self._ids)}", daemon=True
+        )
+        with self._lock:
+            self._counters.queued += 1
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, _End):
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            cancel.set()
+
+    def _work(
+        self,
+        job: GenerationJob,
+        cancel: threading.Event,
+        post: Callable[[StepOutput | BaseException | _End], None],
+    ) -> None:
+        steps = 0
+        try:
+            while not self._turns.acquire(timeout=_ADMISSION_POLL_S):
+                if cancel.is_set():
+                    return
+            try:
+                if cancel.is_set():
+                    return
+                generation = self._engine.generate(
+                    job.prompt_ids, job.max_new_tokens, job.return_indexer_topk
+                )
+                try:
+                    for step in generation:
+                        steps += 1
+                        self._count_step(first=steps == 1)
+                        post(step)
+                        if cancel.is_set():
+                            break
+                finally:
+                    generation.close()  # frees the KV slots, also on cancel and on error
+            finally:
+                self._turns.release()
+        except EngineOutOfMemory as exc:
+            self._die(exc, exc.phase, job)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported to the waiting handler
+            if is_allocation_failure(exc):
+                self._die(exc, "prefill" if steps == 0 else "decode", job)
+            post(exc)
+        finally:
+            self._count_end(started=steps > 0)
+            post(_End())
+
+    def _die(self, exc: BaseException, phase: Literal["prefill", "decode"], job: GenerationJob) -> NoReturn:
+        with self._lock:
+            running = self._counters.running
+        self._on_out_of_memory(OutOfMemoryEvent(phase, exc, len(job.prompt_ids), max(running, 1)))
+
+    def _count_step(self, first: bool) -> None:
+        with self._lock:
+            self.last_step_monotonic = time.monotonic()
+            self._counters.generated_tokens += 1
+            if first:
+                self._counters.queued -= 1
+                self._counters.running += 1
+
+    def _count_end(self, started: bool) -> None:
+        with self._lock:
+            if started:
+                self._counters.running -= 1
+            else:
+                self._counters.queued -= 1
+            self._counters.finished += 1
