@@ -95,7 +95,9 @@ def test_scheduler_limits_follow_pool_and_context() -> None:
     assert limits.max_req_len == 499 and limits.max_req_input_len == 494
     assert limits.scheduler_abort(493) is None
     message = limits.scheduler_abort(494)
-    assert message is not None and message.startswith("Input length (494 tokens) exceeds the maximum allowed length")
+    assert message is not None and message.startswith(
+        "Input length (494 tokens) exceeds the maximum allowed length"
+    )
     assert limits.clip_max_new_tokens(400, None) == 98
     assert limits.clip_max_new_tokens(400, 16) == 16
 
