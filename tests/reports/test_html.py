@@ -12,7 +12,9 @@ import pytest
 
 from recall_eval.errors import UserError
 from recall_eval.stats import wilson_interval
-from recall_eval.store import RESULTS_FILE
+from recall_eval.store import RESULTS_FILE, RunStore
+from recall_eval.types import Run, RunSpec
+from reports.__main__ import main as reports_main
 from reports.html import render_report
 from tests.reports.dom import Element, parse
 from tests.reports.sample_run import IMG_ANSWER, SCRIPT_ANSWER, build_sample_run
@@ -177,3 +179,22 @@ def test_missing_run_dir_is_a_user_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="not a run directory"):
         render_report(tmp_path / "empty")
+
+
+def test_run_without_results_renders(tmp_path: Path) -> None:
+    spec = RunSpec(lengths=(1000, 2000), depths=(0.0, 100.0))
+    store = RunStore.create(Run(run_id="empty-run", spec=spec, created_at=0.0), tmp_path)
+    dom = parse(render_report(store.path).read_text(encoding="utf-8"))
+    assert dom.by_id("summary-recall").attrs["data-answered"] == "0"
+    assert dom.by_id("summary-effective-length").attrs["data-value"] == ""
+    assert {c.text.strip() for c in dom.find_all("td", cls="cell")} == {"–"}
+    assert dom.by_id("failures-none").text == "No results stored yet."
+    assert "running" in dom.by_id("status-banner").text
+
+
+def test_module_entry_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = build_sample_run(tmp_path)
+    assert reports_main([str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "report.html")
+    assert reports_main([str(tmp_path / "missing")]) == 1
+    assert "does not exist" in capsys.readouterr().err
