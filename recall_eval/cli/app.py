@@ -42,7 +42,9 @@ def run_cli() -> None:
     except Exception as exc:  # click usage errors and the like
         import click
 
-        if isinstance(exc, click.ClickException):
+        # Typer >= 0.2x vendors click (typer._click): its usage errors are not click.ClickException.
+        usage_error_types = (click.ClickException, typer.BadParameter.__mro__[2])
+        if isinstance(exc, usage_error_types):
             exc.show()
             sys.exit(exc.exit_code)
         if DEBUG["on"]:

@@ -51,6 +51,8 @@ def runs(
     root = home if home is not None else runs_home()
     stores = list_runs(root)
     out = Console()
+    if not out.is_terminal:  # piped: do not squeeze the table into 80 columns
+        out = Console(width=200)
     if not stores:
         out.print(f"no runs in {root}", highlight=False)
         return
