@@ -18,7 +18,7 @@ RECALL_CMAP = LinearSegmentedColormap.from_list("recall", PALETTE)
 RECALL_NORM = Normalize(vmin=0.0, vmax=1.0)  # fixed: the same colour means the same recall in every report
 INFRA_FACE = "#C9CDD2"
 INFRA_HATCH = "#7D838B"
-EMPTY_FACE = "#FFFFFF"
+EMPTY_FACE = "#F3F4F6"  # light, so the grid of a partly run sweep stays visible
 TEXT = "#1B1F24"
 MUTED = "#5B636E"
 
@@ -38,6 +38,12 @@ def cell_text(cell: CellFrame | None) -> tuple[str, str]:
     return (f"{cell.passes}/{cell.answered}", note)
 
 
+def _add_hatched(ax, corners) -> None:  # noqa: ANN001
+    """Grey with grey hatching. The hatch takes the edge colour (the way every matplotlib >= 3.8 does it)."""
+    ax.add_patch(Polygon(corners, facecolor=INFRA_FACE, linewidth=0))
+    ax.add_patch(Polygon(corners, facecolor="none", edgecolor=INFRA_HATCH, hatch="///", linewidth=0))
+
+
 def _draw_cell(ax, x: int, y: int, cell: CellFrame | None, font: float) -> None:  # noqa: ANN001
     main, note = cell_text(cell)
     if cell is None:
@@ -46,22 +52,14 @@ def _draw_cell(ax, x: int, y: int, cell: CellFrame | None, font: float) -> None:
         face, hatch, colour = INFRA_FACE, "///", TEXT
     else:
         face, hatch, colour = RECALL_CMAP(RECALL_NORM(cell.recall)), None, TEXT
-    ax.add_patch(
-        Rectangle(
-            (x - 0.5, y - 0.5),
-            1,
-            1,
-            facecolor=face,
-            edgecolor="white",
-            hatch=hatch,
-            hatchcolor=INFRA_HATCH,
-            linewidth=1.5,
-        )
-    )
+    left, top, right, bottom = x - 0.5, y - 0.5, x + 0.5, y + 0.5
+    ax.add_patch(Rectangle((left, top), 1, 1, facecolor=face, linewidth=0))
+    if hatch:
+        _add_hatched(ax, [(left, top), (right, top), (right, bottom), (left, bottom)])
     if cell is not None and cell.answered and cell.infra:
         # A hatched corner flags the cases without an answer, on top of the recall colour of the rest.
-        corner = [(x + 0.12, y - 0.5), (x + 0.5, y - 0.5), (x + 0.5, y - 0.12)]
-        ax.add_patch(Polygon(corner, facecolor=INFRA_FACE, hatch="///", hatchcolor=INFRA_HATCH, linewidth=0))
+        _add_hatched(ax, [(x + 0.12, top), (right, top), (right, y - 0.12)])
+    ax.add_patch(Rectangle((left, top), 1, 1, facecolor="none", edgecolor="white", linewidth=1.5))
     # Text sits on a small plate of the cell colour so hatching never runs through the letters.
     plate = {"facecolor": face, "edgecolor": "none", "pad": 1.0} if hatch else None
     if note:

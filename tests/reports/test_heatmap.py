@@ -11,7 +11,16 @@ from PIL import Image
 
 from recall_eval.types import Outcome, Result
 from reports import frames
-from reports.heatmap import INFRA_FACE, PALETTE, RECALL_CMAP, cell_text, heatmap_figure, heatmap_png
+from reports.heatmap import (
+    EMPTY_FACE,
+    INFRA_FACE,
+    INFRA_HATCH,
+    PALETTE,
+    RECALL_CMAP,
+    cell_text,
+    heatmap_figure,
+    heatmap_png,
+)
 
 
 def make(outcome: Outcome, length: int, depth: float, trial: int = 0) -> Result:
@@ -74,9 +83,10 @@ def test_cells_are_coloured_by_recall_and_infra_cells_are_grey_not_red() -> None
     infra = _pixels_of_cell(2, 0)  # 2 OOM, no answer
     assert _close(infra, PALETTE[0], tol=0.15) == 0.0
     assert _close(infra, INFRA_FACE) > 0.4  # grey face between the hatch lines
+    assert _close(infra, INFRA_HATCH, tol=0.08) > 0.05  # and the hatch lines themselves
     assert np.mean(np.ptp(infra, axis=1)) < 0.05  # every pixel is a grey (r = g = b), hatch included
     not_run = _pixels_of_cell(0, 2)
-    assert _close(not_run, "#FFFFFF") > 0.95
+    assert _close(not_run, EMPTY_FACE) > 0.95
 
 
 def test_cell_texts() -> None:
