@@ -1,0 +1,84 @@
+"""Calibration with a real tokenizer (tiktoken's offline cl100k_base) on real needle recipes.
+
+The same search against the reference server's own /v1/tokenize is tested in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import suites
+from recall_eval.calibration import CalibrationCache, Calibrator, recipe_id, tolerance
+from recall_eval.errors import BadInput
+from recall_eval.tokenization import TIKTOKEN_NAME, TiktokenTokenizer
+
+LENGTHS = (338, 1350, 5391, 22597)
+DEPTHS = (0.0, 50.0, 100.0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> TiktokenTokenizer:
+    return TiktokenTokenizer()
+
+
+def _recipes(lengths=LENGTHS, depths=DEPTHS, trials=1, seed=0):
+    return suites.build_recipes("needle", lengths, depths, trials, seed)
+
+
+def test_tolerance():
+    assert tolerance(338) == 8 and tolerance(799) == 8 and tolerance(800) == 8
+    assert tolerance(22597) == 225 and tolerance(5000) == 50
+
+
+async def test_every_case_within_tolerance_with_exact_needle_offsets(tokenizer):
+    recipes = _recipes()
+    cases = await Calibrator(tokenizer).calibrate(recipes)
+    assert [case.id for case in cases] == [recipe_id(recipe) for recipe in recipes]
+    for case in cases:
+        measured = await tokenizer.count_messages(case.messages)
+        assert case.prompt_tokens == measured
+        assert abs(measured - case.target_tokens) <= tolerance(case.target_tokens), case.id
+        assert case.tokenizer == TIKTOKEN_NAME
+        tokens = await tokenizer.tokenize_messages(case.messages)
+        span = tokenizer.encoding.decode(
+            [t for t in tokens[case.needle_token_offset : case.needle_token_end] if t >= 0]
+        )
+        assert case.expected[0] in span, (span, case.expected)
+        # the token before the fact does not already contain the value's first character
+        before = tokenizer.encoding.decode([t for t in tokens[: case.needle_token_offset] if t >= 0])
+        assert case.expected[0] not in before
+    by_depth = {case.depth_percent: case.needle_token_offset for case in cases if case.target_tokens == 22597}
+    assert by_depth[0.0] < by_depth[50.0] < by_depth[100.0]
+
+
+async def test_cache_makes_a_second_build_free_and_identical(tokenizer, tmp_path):
+    recipes = _recipes(depths=(25.0, 75.0))
+    cold = Calibrator(tokenizer, CalibrationCache())
+    first = await cold.calibrate(recipes)
+    assert cold.tokenize_calls > 0
+    cold.cache.save(tmp_path)
+    warm = Calibrator(tokenizer, CalibrationCache.load(tmp_path))
+    second = await warm.calibrate(recipes)
+    assert warm.tokenize_calls == 0
+    assert second == first
+
+
+async def test_subset_calibration_equals_full_calibration(tokenizer):
+    """Resume calibrates only unfinished cases: they must come out exactly as in a full build."""
+    recipes = _recipes(trials=2)
+    full = await Calibrator(tokenizer, concurrency=1).calibrate(recipes)
+    wanted = {case.id for case in full[5:]}
+    subset = await Calibrator(tokenizer, concurrency=7).calibrate(recipes, only=wanted)
+    assert subset == full[5:]
+
+
+async def test_target_below_the_smallest_prompt_is_bad_input(tokenizer):
+    with pytest.raises(BadInput, match="shorter than the smallest needle prompt"):
+        await Calibrator(tokenizer).calibrate(_recipes(lengths=(20,), depths=(50.0,)))
+
+
+async def test_tiktoken_counts_template_overhead(tokenizer):
+    from recall_eval.types import ChatMessage
+
+    one = (ChatMessage(role="user", content="hello"),)
+    assert await tokenizer.count_messages(one) == 3 + 1 + 1 + 3
