@@ -140,7 +140,12 @@ def create_app(runtime: Runtime) -> FastAPI:
     async def server_info() -> JSONResponse:
         ready = runtime.ready
         counters = ready.scheduler.counters()
-        internal = {"#running-req": counters.running, "#queue-req": counters.queued}
+        internal = {
+            "#running-req": counters.running,
+            "#queue-req": counters.queued,
+            "generated_tokens_total": counters.generated_tokens,  # reference only
+            "finished_requests_total": counters.finished,  # reference only
+        }
         return JSONResponse({**ready.startup_info, "internal_states": [internal]})
 
     @app.get("/model_info")
