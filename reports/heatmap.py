@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
@@ -38,13 +39,13 @@ def cell_text(cell: CellFrame | None) -> tuple[str, str]:
     return (f"{cell.passes}/{cell.answered}", note)
 
 
-def _add_hatched(ax, corners) -> None:  # noqa: ANN001
+def _add_hatched(ax: Axes, corners: list[tuple[float, float]]) -> None:
     """Grey with grey hatching. The hatch takes the edge colour (the way every matplotlib >= 3.8 does it)."""
     ax.add_patch(Polygon(corners, facecolor=INFRA_FACE, linewidth=0))
     ax.add_patch(Polygon(corners, facecolor="none", edgecolor=INFRA_HATCH, hatch="///", linewidth=0))
 
 
-def _draw_cell(ax, x: int, y: int, cell: CellFrame | None, font: float) -> None:  # noqa: ANN001
+def _draw_cell(ax: Axes, x: int, y: int, cell: CellFrame | None, font: float) -> None:
     main, note = cell_text(cell)
     if cell is None:
         face, hatch, colour = EMPTY_FACE, None, MUTED

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,6 @@ def _number(value: float | None) -> str:
 def _utc(timestamp: float | None) -> str:
     if timestamp is None:
         return "–"
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

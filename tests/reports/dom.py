@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -19,7 +20,7 @@ class Element:
         """Text content, like the DOM's textContent (entities decoded)."""
         return "".join(c if isinstance(c, str) else c.text for c in self.children)
 
-    def iter(self):  # noqa: ANN201
+    def iter(self) -> Iterator[Element]:
         yield self
         for child in self.children:
             if isinstance(child, Element):
