@@ -55,12 +55,14 @@ class Case(_Frozen):
     depth_percent: float  # requested position of the fact in the haystack, 0 = start, 100 = end
     trial: int = 0  # index of the independent needle within one (length, depth) cell
     seed: int  # seed the case was generated from
-    params: dict[str, Any] = Field(default_factory=dict)  # suite-specific parameters (variant, n_facts, format...)
+    # suite-specific parameters (variant, n_facts, format...)
+    params: dict[str, Any] = Field(default_factory=dict)
     # Filled by the runner's calibration against the server tokenizer:
     prompt_tokens: int | None = None  # rendered prompt length in the server's tokens
     needle_token_offset: int | None = None  # token offset of the fact's first token in the rendered prompt
     needle_token_end: int | None = None  # token offset one past the fact's last token
-    tokenizer: str | None = None  # which tokenizer measured the above ("server:/v1/tokenize", "tiktoken:cl100k_base")
+    # which tokenizer measured the above ("server:/v1/tokenize", "tiktoken:cl100k_base")
+    tokenizer: str | None = None
 
 
 @runtime_checkable
@@ -98,7 +100,8 @@ class Tokenizer(Protocol):
 class IndexerCoverage(_Frozen):
     """Whether the DSA indexer selected the fact's tokens (issue: indexer coverage)."""
 
-    layers: tuple[float, ...]  # per indexer layer: share of answer-producing query positions that selected the fact
+    # per indexer layer: share of answer-producing query positions that selected the fact
+    layers: tuple[float, ...]
     last_prompt_token: tuple[bool, ...]  # per indexer layer: selected at the last prompt token
     cause: MissCause | None = None  # for misses: selection (not selected in most layers) or generation
 
@@ -114,7 +117,8 @@ class Completion(_Frozen):
     ttft_s: float | None = None  # request sent -> first content token
     itl_s: tuple[float, ...] = ()  # gaps between successive content chunks
     latency_s: float | None = None  # request sent -> stream closed
-    indexer_topk: tuple[tuple[int, ...], ...] | None = None  # raw selections if captured (layers x k), else None
+    # raw selections if captured (layers x k), else None
+    indexer_topk: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def decode_tokens_per_s(self) -> float | None:
