@@ -31,7 +31,7 @@ from recall_eval.types import ChatMessage, Completion, Endpoint
 FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout"]
 _TOO_LONG = re.compile(
     r"longer than the model's context length|exceeds the model's (maximum )?context length"
-    r"|maximum context length|context length",
+    r"|maximum context length|context length|exceeds the maximum allowed length",
     re.IGNORECASE,
 )
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)

@@ -79,7 +79,7 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
     spec = store.run.spec
     async with http_client() as http:
         facts = await probe_server(target.base_url, http, target.model)
-        server_info = {**target.server_info, **facts.server_info}
+        server_info = {**target.server_info, **facts.server_info, "base_url": target.base_url}
         store.write_run(
             store.run.model_copy(
                 update={
