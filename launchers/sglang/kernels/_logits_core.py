@@ -1,0 +1,185 @@
+"""The one Triton kernel behind both logits entry points (paged decode and ragged prefill).
+
+A program takes BLOCK_Q query rows of one request (BLOCK_Q = 1 for decode) and a range of that request's
+pages. It keeps the rows' queries as one `[BLOCK_Q * H, D]` tile and, page by page, loads the page's keys
+straight from the pool (no gathered copy), computes `[BLOCK_Q * H, PAGE_SIZE]` dot products on the tensor
+cores, applies ReLU and the per-head weights, sums the heads and writes the rows' logits for the page's
+tokens that lie inside each row's length. Nothing but the logits is written to memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from launchers.sglang.kernels._triton_utils import interpreting
+from launchers.sglang.kernels.layout import HEAD_DIM, as_page_rows, pool_kind
+
+
+@triton.jit
+def index_logits_kernel(
+    q_ptr,
+    w_ptr,
+    pool_u8,
+    pool_f32,
+    pool_bf16,
+    page_table_ptr,
+    seq_lens_ptr,
+    cu_q_ptr,
+    out_ptr,
+    page_table_stride,
+    out_stride,
+    pages_per_split,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    KIND_FP8: tl.constexpr,
+    RAGGED: tl.constexpr,
+    FP8_DOT: tl.constexpr,
+    FP32_DOT: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    q_block = tl.program_id(0)
+    req = tl.program_id(1)
+    split = tl.program_id(2)
+    if RAGGED:
+        row_begin = tl.load(cu_q_ptr + req) + q_block * BLOCK_Q
+        row_end = tl.load(cu_q_ptr + req + 1)
+    else:
+        row_begin = req + q_block * BLOCK_Q
+        row_end = req + 1
+    if row_begin < row_end:
+        qrows = row_begin + tl.arange(0, BLOCK_Q)
+        qrow_ok = qrows < row_end
+        lens = tl.load(seq_lens_ptr + qrows, mask=qrow_ok, other=0)
+        n_pages = tl.cdiv(tl.max(lens, axis=0), PAGE_SIZE)
+        p_begin = split * pages_per_split
+        p_end = tl.minimum(n_pages, p_begin + pages_per_split)
+
+        # queries of the block as rows (query, head); weights alike
+        r = tl.arange(0, BLOCK_Q * H)
+        row = (row_begin + r // H).to(tl.int64)
+        row_ok = row < row_end
+        d = tl.arange(0, D)
+        q = tl.load(q_ptr + (row * H + r % H)[:, None] * D + d[None, :], mask=row_ok[:, None], other=0.0)
+        w = tl.load(w_ptr + row * H + r % H, mask=row_ok, other=0.0).to(tl.float32)
+        if FP32_DOT:
+            q = q.to(tl.float32)
+        elif FP8_DOT:
+            q = q.to(tl.float8e4nv)
+        else:
+            q = q.to(tl.bfloat16)
+
+        j = tl.arange(0, PAGE_SIZE)
+        page_table_row = page_table_ptr + req.to(tl.int64) * page_table_stride
+        out_rows = out_ptr + qrows.to(tl.int64)[:, None] * out_stride
+        for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
+            page = tl.load(page_table_row + p).to(tl.int64)
+            if KIND_FP8:
+                page_bytes: tl.constexpr = PAGE_SIZE * (D + 4)
+                k = tl.load(pool_u8 + page * page_bytes + j[:, None] * D + d[None, :]).to(
+                    tl.float8e4nv, bitcast=True
+                )
+                k_scale = tl.load(pool_f32 + page * (page_bytes // 4) + (PAGE_SIZE * D) // 4 + j)
+            else:
+                k = tl.load(pool_bf16 + page * (PAGE_SIZE * D) + j[:, None] * D + d[None, :])
+            if FP32_DOT:
+                k = k.to(tl.float32)
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            elif FP8_DOT:
+                s = tl.dot(q, tl.trans(k))
+            else:
+                s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))
+            s = tl.maximum(s, 0.0) * w[:, None]
+            logits = tl.sum(tl.reshape(s, (BLOCK_Q, H, PAGE_SIZE)), axis=1)
+            if KIND_FP8:
+                logits = logits * k_scale[None, :]
+            pos = p * PAGE_SIZE + j
+            tl.store(out_rows + pos[None, :], logits, mask=qrow_ok[:, None] & (pos[None, :] < lens[:, None]))
+
+
+@dataclass(frozen=True)
+class LogitsConfig:
+    """Launch shape. Defaults were picked on an H200 with validate_on_gpu.py (see KERNELS.md)."""
+
+    num_warps: int = 4
+    num_stages: int = 3
+    block_q: int = 2  # query rows per program in the ragged (prefill) kernel; decode always uses 1
+    programs_per_sm: int = 4  # key ranges are split until about this many programs per SM are in flight
+
+
+DEFAULT_CONFIG = LogitsConfig()
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 2
+
+
+def check_pool_and_query(q: torch.Tensor, pool: torch.Tensor, page_size: int) -> tuple[bool, torch.Tensor]:
+    rows = as_page_rows(pool)
+    kind = pool_kind(rows, page_size)
+    if q.shape[-1] != HEAD_DIM:
+        raise ValueError(f"index queries must have head_dim {HEAD_DIM}, got {tuple(q.shape)}")
+    return kind == "fp8", rows
+
+
+def launch(
+    *,
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    pool: torch.Tensor,
+    page_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    cu_q: torch.Tensor | None,
+    out: torch.Tensor,
+    num_requests: int,
+    max_q_len: int,
+    max_seq_len: int,
+    page_size: int,
+    block_q: int,
+    config: LogitsConfig,
+) -> None:
+    """Launch the kernel over `num_requests` requests of up to `max_q_len` query rows each."""
+    is_fp8, rows = check_pool_and_query(q, pool, page_size)
+    heads = q.shape[-2]
+    max_pages = min(page_table.shape[1], triton.cdiv(max_seq_len, page_size))
+    if num_requests == 0 or max_q_len == 0 or max_pages == 0:
+        return
+    q_blocks = triton.cdiv(max_q_len, block_q)
+    wanted = config.programs_per_sm * _num_sms(q.device)
+    splits = max(1, min(max_pages, triton.cdiv(wanted, q_blocks * num_requests)))
+    pages_per_split = triton.cdiv(max_pages, splits)
+    splits = triton.cdiv(max_pages, pages_per_split)
+    fp32_dot = interpreting()
+    index_logits_kernel[(q_blocks, num_requests, splits)](
+        q,
+        weights,
+        rows,
+        rows.view(torch.float32),
+        rows.view(torch.bfloat16),
+        page_table,
+        seq_lens,
+        cu_q if cu_q is not None else seq_lens,
+        out,
+        page_table.stride(0),
+        out.stride(0),
+        pages_per_split,
+        H=heads,
+        D=HEAD_DIM,
+        PAGE_SIZE=page_size,
+        BLOCK_Q=block_q,
+        KIND_FP8=is_fp8,
+        RAGGED=cu_q is not None,
+        FP8_DOT=is_fp8 and q.dtype == torch.float8_e4m3fn and not fp32_dot,
+        FP32_DOT=fp32_dot,
+        NUM_STAGES=config.num_stages,
+        num_warps=config.num_warps,
+    )

@@ -1,0 +1,48 @@
+"""Small Triton helpers shared by the index-K kernels.
+
+Triton's CPU interpreter (TRITON_INTERPRET=1, numpy underneath) gets three things wrong that these kernels
+use, seen with Triton 3.9: fp32 -> bf16 casts truncate instead of rounding to nearest even, fp32 -> fp8
+e4m3 casts round wrongly at binade edges, and bf16 x bf16 `tl.dot` returns garbage. Under the interpreter
+the kernels therefore round on the bits (the functions below) and feed fp32 to `tl.dot` (exact: every
+bf16 and fp8 value is an fp32 value, and the products are the same). On a GPU they use the hardware
+casts and bf16 / fp8 tensor-core dots.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def to_bf16(x, BIT_EXACT: tl.constexpr):
+    """fp32 -> bf16, round to nearest even."""
+    if BIT_EXACT:
+        bits = x.to(tl.int32, bitcast=True)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return rounded.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        return x.to(tl.bfloat16)
+
+
+@triton.jit
+def to_e4m3_bits(x, BIT_EXACT: tl.constexpr):
+    """fp32 (|x| <= 448 after scaling) -> fp8 e4m3fn code as uint8, round to nearest even, saturating."""
+    if BIT_EXACT:
+        bits = x.to(tl.int32, bitcast=True)
+        sign = ((bits >> 31) & 1) << 7
+        a = tl.abs(x)
+        abits = a.to(tl.int32, bitcast=True)
+        # normal numbers: keep exponent + 3 mantissa bits, rebias 127 -> 7
+        normal = tl.minimum(((abits + 0x7FFFF + ((abits >> 20) & 1)) >> 20) - (120 << 3), 0x7E)
+        # subnormals (|x| < 2^-6) count units of 2^-9; adding 2^23 rounds to an integer, to nearest even
+        sub = ((a * 512.0 + 8388608.0) - 8388608.0).to(tl.int32)
+        return (tl.where(a >= 0.015625, normal, sub) | sign).to(tl.uint8)
+    else:
+        return x.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
