@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 from launchers.argv.spec import LaunchSpec
 from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
 REFERENCE_MODULE = "launchers.reference.server"
+# So that `-m launchers.reference.server` imports from any working directory, installed or not.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _refuse_unsupported(profile: Profile) -> None:
@@ -29,6 +33,12 @@ def _refuse_unsupported(profile: Profile) -> None:
         raise BadInput(
             f"{where}: {', '.join(unsupported)} are SGLang settings the reference engine does not have"
         )
+
+
+def _env(profile: Profile) -> dict[str, str]:
+    own = profile.env.get("PYTHONPATH")
+    pythonpath = os.pathsep.join([own, str(PROJECT_ROOT)]) if own else str(PROJECT_ROOT)
+    return {**profile.env, "PYTHONPATH": pythonpath}
 
 
 def reference_spec(profile: Profile) -> LaunchSpec:
@@ -56,7 +66,7 @@ def reference_spec(profile: Profile) -> LaunchSpec:
         role="main",
         name="main",
         argv=tuple(argv),
-        env=dict(profile.env),
+        env=_env(profile),
         host=profile.host,
         port=profile.port,
         is_endpoint=True,

@@ -1,0 +1,123 @@
+"""One server process in its own process group: start with output to a log, stop by group, never by name."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from launchers.argv.spec import LaunchSpec
+
+_PR_SET_PDEATHSIG = 1
+TAIL_BYTES = 256 * 1024
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it if the launching thread dies (e.g. harness killed -9)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a process group."""
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return members
+
+
+class ServerProcess:
+    """A started LaunchSpec. Its log is appended to, each start marked with a header line."""
+
+    def __init__(self, spec: LaunchSpec, log_path: Path):
+        self.spec = spec
+        self.log_path = log_path
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.log_offset = 0  # where this start's output begins in the log
+        self.started_at = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def start(self, header: str) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"===== recall-eval: {header} =====\n{self.spec.command_line()}\n".encode())
+            log.flush()
+            self.log_offset = log.tell()
+            on_main_thread = threading.current_thread() is threading.main_thread()
+            self.started_at = time.monotonic()
+            self.popen = subprocess.Popen(
+                list(self.spec.argv),
+                env=self.spec.merged_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own session and process group: stopped as a group
+                # PDEATHSIG follows the launching *thread*; only the main thread lives as long as we do.
+                preexec_fn=_die_with_parent if on_main_thread else None,
+            )
+
+    def exit_code(self) -> int | None:
+        return self.popen.poll() if self.popen is not None else None
+
+    def alive_members(self) -> list[psutil.Process]:
+        if self.popen is None:
+            return []
+        self.popen.poll()  # reap the leader if it exited, so it does not count as a zombie member
+        return group_members(self.popen.pid)
+
+    def log_lines(self) -> list[str]:
+        """This start's log output (its last TAIL_BYTES)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(self.log_offset, size - TAIL_BYTES))
+                data = log.read()
+        except OSError:
+            return []
+        return data.decode("utf-8", errors="replace").splitlines(keepends=True)
+
+    def _signal_group(self, signum: int) -> None:
+        assert self.popen is not None
+        try:
+            os.killpg(self.popen.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill_group_now(self) -> None:
+        """SIGKILL whatever is left of the group, without waiting (after the leader died)."""
+        if self.popen is not None and self.alive_members():
+            self._signal_group(signal.SIGKILL)
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM the group, wait up to grace_s, then SIGKILL it; returns when nothing of it is left."""
+        if self.popen is None:
+            return
+        if self.alive_members():
+            self._signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self.alive_members() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        if self.alive_members():
+            self._signal_group(signal.SIGKILL)
+            deadline = time.monotonic() + 10.0
+            while self.alive_members() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        try:
+            self.popen.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
