@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 
 from recall_eval.errors import BadInput
 from recall_eval.types import CaseRecipe
+from suites.config_recall import ConfigParams, config_recipes
+from suites.multi_turn import MultiTurnParams, multi_turn_recipes
 from suites.needle import NeedleParams, needle_recipes
 
 SuiteBuilder = Callable[[Sequence[int], Sequence[float], int, int], list[CaseRecipe]]
@@ -18,8 +20,18 @@ def _needle(lengths: Sequence[int], depths: Sequence[float], trials: int, seed: 
     return list(needle_recipes(NeedleParams(lengths=lengths, depths=depths, trials=trials, seed=seed)))
 
 
+def _config(lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int) -> list[CaseRecipe]:
+    return list(config_recipes(ConfigParams(lengths=lengths, depths=depths, trials=trials, seed=seed)))
+
+
+def _multi_turn(lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int) -> list[CaseRecipe]:
+    return list(multi_turn_recipes(MultiTurnParams(lengths=lengths, depths=depths, trials=trials, seed=seed)))
+
+
 SUITES: dict[str, SuiteBuilder] = {
     "needle": _needle,
+    "config": _config,
+    "multiturn": _multi_turn,
 }
 
 

@@ -19,12 +19,17 @@ from pathlib import Path
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Case
+from suites.config_recall import ConfigStream, make_config_recipe
+from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import MAX_EVAL_SEED
+from suites.multi_turn import VARIANTS, make_multi_turn_recipe
 from suites.needle import make_needle_recipe
 from suites.seeding import derive_rng
 
 TRAIN_SEED_OFFSET = MAX_EVAL_SEED
+# Config documents count entries, not words; one entry line is about as many tokens as this many words.
+WORDS_PER_CONFIG_ENTRY = 4
 DEFAULT_KINDS = ("needle", "config", "multiturn")
 
 
@@ -52,8 +57,36 @@ def _needle_case(seed: int, index: int, filler_words: int, depth: float, taken: 
     return recipe.render(filler_words)
 
 
+def _config_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    recipe = make_config_recipe(
+        target_tokens=0,
+        depth_percent=depth,
+        trial=index,
+        seed=seed,
+        pool="train",
+        stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
+    )
+    return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
+
+
+def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    recipe = make_multi_turn_recipe(
+        target_tokens=0,
+        depth_percent=depth,
+        trial=index,
+        seed=seed,
+        pool="train",
+        variant=VARIANTS[derive_rng("train-variant", seed, index).randrange(len(VARIANTS))],
+        dialogue=FillerDialogue(FillerText(f"train:multiturn:{seed}:{index}")),
+        taken_values=taken,
+    )
+    return recipe.render(filler_words)
+
+
 KIND_BUILDERS: dict[str, KindBuilder] = {
     "needle": _needle_case,
+    "config": _config_case,
+    "multiturn": _multi_turn_case,
 }
 
 
@@ -79,6 +112,8 @@ def iter_training_examples(
     kinds: Sequence[str] = DEFAULT_KINDS,
 ) -> Iterator[TrainingExample]:
     """n examples, kinds in rotation, each with a filler size drawn from [min_words, max_words].
+
+    Config examples get min_words..max_words // WORDS_PER_CONFIG_ENTRY entries (a similar token count).
 
     Deterministic for (seed, n, min_words, max_words, kinds); example i is the same for any n > i.
     """

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from recall_eval.errors import BadInput
+from suites.config_vocab import services
 from suites.training_corpus import KIND_BUILDERS, iter_training_examples, main
 from suites.values import CODE_RE, code_words, key_names
 
@@ -19,17 +21,21 @@ def test_examples_are_deterministic_and_prefix_stable() -> None:
     assert first != list(iter_training_examples(2, 20, 30, 300, IMPLEMENTED))
 
 
-def test_needle_examples_use_only_the_train_pool() -> None:
-    eval_words = {w.lower() for w in code_words("eval") + key_names("eval")}
-    for example in iter_training_examples(0, 200, 0, 400, ("needle",)):
-        assert example.kind == "needle"
-        content = example.messages[-1]["content"]
+def test_examples_use_only_the_train_pools() -> None:
+    eval_words = {w.lower() for w in code_words("eval") + key_names("eval") + services("eval")}
+    kinds = []
+    for example in iter_training_examples(0, 300, 0, 400):
+        kinds.append(example.kind)
         assert example.messages[-1]["role"] == "user"
-        assert content.count(example.answer) == 1 and CODE_RE.fullmatch(example.answer)
-        first, _, second = example.answer.split("-")
-        assert first in code_words("train") and second in code_words("train")
-        words = {w.strip(".,?!\"'").lower() for w in content.replace("-", " ").split()}
+        content = "\n".join(m["content"] for m in example.messages)
+        assert content.count(example.answer) == 1
+        if example.kind != "config":
+            assert CODE_RE.fullmatch(example.answer)
+            first, _, second = example.answer.split("-")
+            assert first in code_words("train") and second in code_words("train")
+        words = set(re.findall(r"[a-z]+", content.lower()))
         assert not words & eval_words
+    assert kinds[:3] == ["needle", "config", "multiturn"] and len(set(kinds)) == 3
 
 
 def test_filler_size_stays_in_range() -> None:
@@ -52,6 +58,7 @@ def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 12
     assert set(rows[0]) == {"messages", "answer", "kind"}
-    assert all(row["answer"] in row["messages"][-1]["content"] or row["kind"] == "multiturn" for row in rows)
+    assert all(row["answer"] in "".join(m["content"] for m in row["messages"]) for row in rows)
+    assert {row["kind"] for row in rows} == set(IMPLEMENTED)
     assert main([*argv, "--kinds", "poetry"]) == 2
     assert "not implemented yet" in capsys.readouterr().err
