@@ -30,7 +30,7 @@ class TextPart(_Lenient):
 
 
 class ChatMessageIn(_Lenient):
-    role: Literal["system", "user", "assistant", "developer", "tool"]
+    role: Literal["system", "user", "assistant"]  # the roles the chat template knows
     content: str | list[TextPart] | None = None
 
     def text(self) -> str:
@@ -80,6 +80,12 @@ class TokenizeRequest(_Lenient):
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("Exactly one of 'prompt' or 'messages' must be provided.")
         return self
+
+
+class DetokenizeRequest(_Lenient):
+    model: str = DEFAULT_MODEL_NAME
+    tokens: list[int] | list[list[int]]
+    skip_special_tokens: bool = True
 
 
 class GenerateRequest(_Lenient):

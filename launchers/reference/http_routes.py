@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from launchers.reference import http_api as api
 from launchers.reference.generate_route import generate_response
+from launchers.reference.memory_limit import data_segment_bytes
 from launchers.reference.runtime import NotReady, Ready, Runtime
 from launchers.reference.scheduler import GenerationJob
 from launchers.reference.sglang_log import SERVER_LOGGER
@@ -145,6 +146,7 @@ def create_app(runtime: Runtime) -> FastAPI:
             "#queue-req": counters.queued,
             "generated_tokens_total": counters.generated_tokens,  # reference only
             "finished_requests_total": counters.finished,  # reference only
+            "memory_in_use_bytes": data_segment_bytes(),  # reference only: VmData, what RLIMIT_DATA caps
         }
         return JSONResponse({**ready.startup_info, "internal_states": [internal]})
 
@@ -181,6 +183,14 @@ def create_app(runtime: Runtime) -> FastAPI:
             tokens = [await run_in_threadpool(engine.encode, text) for text in body.prompt or []]
             count = [len(t) for t in tokens]
         return JSONResponse({"tokens": tokens, "count": count, "max_model_len": ready.limits.context_len})
+
+    @app.post("/v1/detokenize", dependencies=[Depends(require_json)])
+    @app.post("/detokenize", dependencies=[Depends(require_json)], include_in_schema=False)
+    async def detokenize(body: api.DetokenizeRequest) -> JSONResponse:
+        engine = runtime.ready.engine
+        if body.tokens and isinstance(body.tokens[0], list):
+            return JSONResponse({"text": [engine.decode(list(ids)) for ids in body.tokens]})  # type: ignore[arg-type]
+        return JSONResponse({"text": engine.decode(list(body.tokens))})  # type: ignore[arg-type]
 
     @app.post("/v1/chat/completions", dependencies=[Depends(require_json)])
     async def chat_completions(body: api.ChatCompletionRequest, request: Request) -> Response:
