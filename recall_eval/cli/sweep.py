@@ -168,6 +168,7 @@ def sweep(
         str | None, typer.Option("--model-path", help="Profile override: model path.")
     ] = None,
     tp: Annotated[int | None, typer.Option(help="Profile override: tensor parallel size.")] = None,
+    port: Annotated[int | None, typer.Option(help="Profile override: the launched server's port.")] = None,
     profiles_file: Annotated[
         Path | None, typer.Option("--profiles-file", help="TOML file with more profiles.")
     ] = None,
@@ -191,6 +192,7 @@ def sweep(
         "context_length": context_length,
         "model_path": model_path,
         "tp": tp,
+        "port": port,
     }
     for name in ("trials", "concurrency", "max_tokens"):
         _positive("--" + name.replace("_", "-"), options[name])

@@ -42,21 +42,25 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
         assert profile.base_url is not None
         yield Target(base_url=profile.base_url, model=profile.served_model_name)
         return
-    from launchers.lifecycle import launch
+    from launchers.lifecycle import launch, sigterm_raises_exit
 
-    with console.status(f"starting the {profile.name} server ({profile.engine})..."):
-        server = launch(profile, log_dir)
-    with server:
-        console.print(
-            f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
-        )
-        yield Target(
-            base_url=server.endpoint.base_url,
-            model=server.endpoint.model,
-            handle=server,
-            time_to_ready_s=server.time_to_ready_s,
-            server_info=dict(getattr(server, "server_info", {}) or {}),
-        )
+    def echo(line: str) -> None:
+        console.print(f"[dim]{line}[/dim]", highlight=False)
+
+    with sigterm_raises_exit():
+        with console.status(f"starting the {profile.name} server ({profile.engine})..."):
+            server = launch(profile, log_dir, echo=echo)
+        with server:
+            console.print(
+                f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
+            )
+            yield Target(
+                base_url=server.endpoint.base_url,
+                model=server.endpoint.model,
+                handle=server,
+                time_to_ready_s=server.time_to_ready_s,
+                server_info=dict(server.server_info or {}),
+            )
 
 
 def build_recipes(spec: RunSpec) -> list[CaseRecipe]:

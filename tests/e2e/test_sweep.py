@@ -16,7 +16,7 @@ import pytest
 from recall_eval.calibration import tolerance
 from recall_eval.store import load_run
 from tests.e2e.cli import error_lines, run_cli
-from tests.e2e.reference_server import ReferenceServer
+from tests.e2e.reference_server import ReferenceServer, free_port
 
 pytestmark = pytest.mark.slow
 CONTEXT = 4096
@@ -87,7 +87,7 @@ def _servers_on(port: int) -> list[psutil.Process]:
 def test_default_target_launches_the_reference_engine_and_stops_it(tmp_path):
     completed = run_cli(
         "sweep", "--lengths", "338..1000:2", "--depths", "50", "--trials", "1", "--context-length", "2048",
-        "--out", str(tmp_path), timeout=300,
+        "--port", str(free_port()), "--out", str(tmp_path), timeout=300,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     run_dir = _run_dir(completed.stdout)
