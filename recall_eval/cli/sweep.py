@@ -24,6 +24,7 @@ from recall_eval.types import Profile, Run, RunSpec
 DEFAULT_PROFILE = "reference"
 DEFAULT_LENGTHS = "338..22597"
 DEFAULT_DEPTHS = "0..100:5"
+_OVERRIDE_FLAGS = {"mem_fraction_static": "mem_fraction"}  # profile field -> option name, where they differ
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -81,7 +82,11 @@ def _resumed_store(
     store = RunStore.open(resume)
     fixed = ("lengths", "depths", "trials", "seed", "suite", "max_tokens", "variant", "profile", "out")
     given = [name for name in fixed if options[name] is not None]
-    given += [name for name, value in overrides.items() if value is not None]
+    given += [
+        _OVERRIDE_FLAGS.get(name, name)
+        for name, value in overrides.items()
+        if value is not None and name != "port"
+    ]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {flags}")
@@ -92,6 +97,8 @@ def _resumed_store(
         profile = profile.model_copy(
             update={"engine": "external", "base_url": options["base_url"].rstrip("/")}
         )
+    elif overrides.get("port") is not None:  # the port does not change results: a busy one may be swapped
+        profile = profile.model_copy(update={"port": overrides["port"]})
     updates: dict[str, Any] = {}
     if options["concurrency"] is not None:
         updates["concurrency"] = options["concurrency"]
