@@ -120,7 +120,7 @@ def make_fact(rng: random.Random, pool: Pool, depth: float) -> ConfigFact:
     sections = _place(rng, sections, (sub, _place(rng, asked_entries, (key, value), depth)), depth)
     echo_entries = [(key, next(rest)), (near_keys[0], next(rest)), *_plain(rng, 2, set())]
     rng.shuffle(echo_entries)
-    distractors = tuple(v for v in values[1:])
+    distractors = tuple(values[1:])
     return ConfigFact(
         fmt=fmt,
         question=rng.randrange(len(QUESTIONS)),
