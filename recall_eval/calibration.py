@@ -209,6 +209,8 @@ class Calibrator:
         The first recipe of each suite is calibrated first, alone, even when not in `only` (it sets
         the suite's tokens-per-word ratio); the rest run concurrently from that ratio.
         """
+        if only is not None and not only:
+            return []
         ratios: dict[str, float] = {}
         results: list[Case | None] = [None] * len(recipes)
         wanted = [only is None or recipe_id(recipe) in only for recipe in recipes]
