@@ -1,6 +1,6 @@
 """Build and render speed of every suite (a benchmark, not a test: prints a table).
 
-    python -m tests.suites.bench_suites
+    python -m tests.benchmarks.bench_suites
 
 For each suite: build 160 recipes (5 lengths x 16 depths x 2 trials, targets up to 25K
 tokens), then render every recipe 4 times around its words_guess, as a runner would.
