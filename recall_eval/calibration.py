@@ -28,6 +28,7 @@ from recall_eval.types import Case, CaseRecipe, ChatMessage
 
 DEFAULT_TOKENS_PER_WORD = 1.3
 MAX_STEPS = 40
+AIM_SHARE = 0.25  # aim within a quarter of the tolerance when one more step can get there
 CACHE_FILE = "calibration-cache.json"
 
 
@@ -111,21 +112,33 @@ class Calibrator:
         return _Probe(filler_words, cached[0])
 
     async def search(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[int, float]:
-        """filler_words whose prompt is within tolerance of the target, and the last slope seen."""
+        """filler_words whose prompt is within tolerance of the target, and the last slope seen.
+
+        Within tolerance but farther than AIM_SHARE of it from the target, one more secant step is
+        taken and the closer of the two is kept (so lengths do not all sit at the window's edge).
+        """
         target, allowed = recipe.target_tokens, tolerance(recipe.target_tokens)
-        low: _Probe | None = None  # largest probe below the window
-        high: _Probe | None = None  # smallest probe above the window
+        aim = max(2, int(allowed * AIM_SHARE))
+        low: _Probe | None = None  # largest probe below the target
+        high: _Probe | None = None  # smallest probe above the target
+        best: _Probe | None = None  # closest probe within tolerance
+        refined = False
         slope = tokens_per_word
         previous: _Probe | None = None
-        words = recipe.words_guess(tokens_per_word)
+        words: int | None = recipe.words_guess(tokens_per_word)
         for _ in range(MAX_STEPS):
+            assert words is not None
             probe = await self._count(recipe, words)
-            if abs(probe.tokens - target) <= allowed:
-                return probe.words, slope
-            if probe.tokens < target:
+            error = probe.tokens - target
+            if abs(error) <= allowed and (best is None or abs(error) < abs(best.tokens - target)):
+                best = probe
+            if best is not None and (refined or abs(best.tokens - target) <= aim):
+                return best.words, slope
+            refined = best is not None
+            if error < 0:
                 low = probe if low is None or probe.words > low.words else low
-            else:
-                if probe.words == 0:
+            elif error > 0:
+                if probe.words == 0 and error > allowed:
                     raise BadInput(
                         f"--lengths: {target} tokens is shorter than the smallest {recipe.suite} prompt "
                         f"({probe.tokens} tokens); use lengths of at least {probe.tokens + allowed}"
@@ -137,23 +150,30 @@ class Calibrator:
                     slope = measured
             previous = probe
             words = self._next_words(probe, target, slope, low, high)
+            if words is None:  # no filler size left between the bracket's ends
+                if best is not None:
+                    return best.words, slope
+                raise UserError(
+                    f"cannot fit case {recipe_id(recipe)} to {target}±{allowed} tokens: {low.words if low else 0} "
+                    f"filler words give {low.tokens if low else '?'} tokens and {high.words if high else '?'} give "
+                    f"{high.tokens if high else '?'}; the suite's rendering jumps over the target"
+                )
         raise UserError(
             f"could not fit case {recipe_id(recipe)} to {target}±{allowed} tokens in {MAX_STEPS} steps; "
             "the suite's rendering is not monotone in filler size (report this as a bug)"
         )
 
     @staticmethod
-    def _next_words(probe: _Probe, target: int, slope: float, low: _Probe | None, high: _Probe | None) -> int:
+    def _next_words(
+        probe: _Probe, target: int, slope: float, low: _Probe | None, high: _Probe | None
+    ) -> int | None:
         """A secant step, kept strictly inside the bracket (low, high); bisection when it leaves it."""
         guess = round(probe.words + (target - probe.tokens) / slope)
         floor = low.words if low is not None else -1
         if high is None:
             return max(floor + 1, guess)
         if high.words - floor <= 1:
-            raise UserError(
-                f"cannot fit a prompt to {target} tokens: {floor} filler words give {low.tokens if low else 0} "
-                f"tokens and {high.words} give {high.tokens}; the suite's rendering jumps over the target"
-            )
+            return None
         if floor < 0:
             return max(0, min(guess, high.words - 1))
         if floor < guess < high.words:
