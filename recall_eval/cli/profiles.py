@@ -1,0 +1,51 @@
+"""`recall-eval profiles`: the known server profiles and the commands they run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from recall_eval.cli.app import app
+from recall_eval.errors import BadInput
+
+
+@app.command()
+def profiles(
+    profiles_file: Annotated[
+        Path | None, typer.Option("--profiles-file", help="TOML file with more profiles.")
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="Show only this profile.")] = None,
+) -> None:
+    """List profiles (shipped ones plus ./recall-eval.toml) with their resolved commands and env."""
+    from launchers.argv import build_command
+    from launchers.profiles import load_profiles
+
+    known = load_profiles(profiles_file)
+    if name is not None and name not in known:
+        raise BadInput(f"unknown profile {name!r}; known profiles: {', '.join(sorted(known))}")
+    out = Console(soft_wrap=True, highlight=False)
+    for profile_name, profile in known.items():
+        if name is not None and profile_name != name:
+            continue
+        head = f"[bold]{profile_name}[/bold] ({profile.engine})"
+        out.print(f"{head}: {profile.description}" if profile.description else head)
+        settings = (
+            f"index_k_dtype={profile.index_k_dtype} index_topk={profile.index_topk or 'model default'} "
+            f"tp={profile.tp} mem_fraction_static={profile.mem_fraction_static} "
+            f"context_length={profile.context_length} ready_timeout_s={profile.ready_timeout_s:g}"
+        )
+        out.print(f"  {settings}", markup=False)
+        if profile.engine == "external":
+            out.print(f"  no process: requests go to {profile.base_url}", markup=False)
+        try:
+            specs = build_command(profile)
+        except BadInput as err:
+            out.print(f"  [red]cannot launch:[/red] {err}")
+            continue
+        for spec in specs:
+            out.print(f"  [{spec.name}] {spec.url}", markup=False)
+            out.print(f"    {spec.command_line()}", markup=False)
+        out.print()
