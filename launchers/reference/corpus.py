@@ -1,0 +1,74 @@
+"""Text and samples from the suites' training generator, for the tokenizer and for training.
+
+This offline tooling is the one place under launchers/ that reads suites/ (the issue asks for
+training documents made by the project's own suite generators); the imports are local to the
+functions so that the engine and server never load suites.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from launchers.reference.tokenizer import ChatTokenizer, render_chat
+from launchers.reference.train_data import Sample, encode_examples, randomize_value
+
+CODE_RE = re.compile(r"\b[A-Z]{3,}-\d{4}-[A-Z]{3,}\b")
+TOKENS_PER_WORD = 1.19  # measured on needle documents with the shipped tokenizer
+FIXED_TOKENS = 40  # template, question and needle sentence, roughly
+
+
+def words_for_tokens(tokens: int) -> int:
+    return max(10, round((tokens - FIXED_TOKENS) / TOKENS_PER_WORD))
+
+
+def tokenizer_texts(seed: int, n: int, kinds: Sequence[str]) -> Iterator[str]:
+    """Rendered training chats with code values removed, so that no code word becomes a token:
+    codes of any pool then split into the same small pieces (mostly single letters)."""
+    from suites.training_corpus import iter_training_examples
+
+    for example in iter_training_examples(seed, n, 50, 2000, tuple(kinds)):
+        text = render_chat([*example.messages, {"role": "assistant", "content": example.answer}], False)
+        yield CODE_RE.sub("", text)
+
+
+@functools.cache
+def _tokenizer(path: str) -> ChatTokenizer:
+    return ChatTokenizer(Path(path))
+
+
+@functools.cache
+def _forbidden_words() -> frozenset[str]:
+    from suites.values import code_words
+
+    return frozenset(code_words("eval"))  # random code words must never equal an evaluation word
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    seed: int
+    n: int
+    min_words: int
+    max_words: int
+    kinds: tuple[str, ...]
+    randomize: float  # share of examples whose code value is replaced by a random code
+    tokenizer_path: str
+
+
+def make_shard(spec: ShardSpec) -> list[Sample]:
+    """Encoded samples of one shard (runs in a worker process)."""
+    from suites.training_corpus import iter_training_examples
+
+    rng = random.Random(spec.seed)
+    forbidden = set(_forbidden_words())
+    pairs = []
+    for example in iter_training_examples(spec.seed, spec.n, spec.min_words, spec.max_words, spec.kinds):
+        messages, answer = example.messages, example.answer
+        if rng.random() < spec.randomize:
+            messages, answer = randomize_value(messages, answer, rng, forbidden)
+        pairs.append((messages, answer))
+    return encode_examples(_tokenizer(spec.tokenizer_path), pairs)

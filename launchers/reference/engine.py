@@ -1,0 +1,119 @@
+"""The reference engine: weights, tokenizer, KV pool and greedy generation (engine_api.Engine)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from launchers.reference.engine_api import EngineOutOfMemory, EngineSettings, StepOutput
+from launchers.reference.inference import Runner, SequenceState
+from launchers.reference.kv_pool import KVPool
+from launchers.reference.model import ReferenceModel
+from launchers.reference.tokenizer import ChatTokenizer
+
+MODEL_NAME = "recall-eval/reference-dsa"
+ENGINE_VERSION = "reference-dsa 1.0"
+
+
+def _is_allocation_failure(err: BaseException) -> bool:
+    if isinstance(err, MemoryError | torch.OutOfMemoryError):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text or "failed to allocate" in text
+    )
+
+
+class ReferenceEngine:
+    def __init__(self, settings: EngineSettings | None = None):
+        self.settings = settings or EngineSettings()
+        if self.settings.threads:
+            torch.set_num_threads(self.settings.threads)
+        weights = Path(self.settings.weights_dir)
+        self.model = ReferenceModel.load(weights)
+        self.tokenizer = ChatTokenizer(weights / "tokenizer.json")
+        cfg = self.model.cfg
+        if self.settings.index_topk < 1:
+            raise ValueError(f"index_topk must be at least 1, got {self.settings.index_topk}")
+        self.model_name = MODEL_NAME
+        self.version = ENGINE_VERSION
+        self.context_length = self.settings.context_length or cfg.context_length
+        self.pool = KVPool(
+            cfg, self.settings.max_total_tokens or self.context_length, self.settings.index_k_dtype
+        )
+        self.max_total_tokens = self.pool.max_total_tokens
+        self.kv_bytes_per_token = self.pool.kv_bytes_per_token
+        self.n_indexer_layers = cfg.n_dsa_layers
+        self.eos_token_id = self.tokenizer.eos_token_id
+        self.runner = Runner(self.model, self.pool)
+        meta = weights / "training.json"
+        self.training_info = json.loads(meta.read_text()) if meta.exists() else {}
+
+    def available_tokens(self) -> int:
+        """KV slots not held by any request (whole pages of free slots)."""
+        return self.pool.free_pages * self.pool.page_size
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.chat_prompt(messages, add_generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids)
+
+    def generate(
+        self, prompt_ids: list[int], max_new_tokens: int, return_indexer_topk: bool = False
+    ) -> Iterator[StepOutput]:
+        if not prompt_ids:
+            raise ValueError("empty prompt: at least one token is needed")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        vocab = self.model.cfg.vocab_size
+        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
+            raise ValueError(f"prompt token ids must lie in [0, {vocab})")
+        pages = self.pool.allocate(len(prompt_ids) + max_new_tokens)
+        try:
+            yield from self._generate(SequenceState(pages), prompt_ids, max_new_tokens, return_indexer_topk)
+        finally:
+            self.pool.release(pages)
+
+    def _generate(
+        self, seq: SequenceState, prompt_ids: list[int], max_new_tokens: int, return_topk: bool
+    ) -> Iterator[StepOutput]:
+        runner, topk = self.runner, self.settings.index_topk
+        phase = "prefill"
+        generated: list[int] = []
+        emitted = ""
+        try:
+            runner.prefill(seq, prompt_ids)
+            logits, selections = runner.next_logits(seq, topk)
+            while True:
+                token = int(torch.argmax(logits))
+                generated.append(token)
+                finish = "stop" if token == self.eos_token_id else None
+                if finish is None and len(generated) >= max_new_tokens:
+                    finish = "length"
+                text = ""
+                if token != self.eos_token_id:
+                    full = self.tokenizer.decode(generated)
+                    if not full.endswith("\ufffd"):
+                        text, emitted = full[len(emitted) :], full
+                yield StepOutput(
+                    token_id=token,
+                    text=text,
+                    finish_reason=finish,
+                    indexer_topk=selections.numpy().copy() if return_topk else None,
+                )
+                if finish is not None:
+                    return
+                phase = "decode"
+                runner.append(seq, token)
+                logits, selections = runner.next_logits(seq, topk)
+        except (RuntimeError, MemoryError) as err:
+            if _is_allocation_failure(err):
+                raise EngineOutOfMemory(phase, str(err).splitlines()[0]) from err  # type: ignore[arg-type]
+            raise

@@ -1,0 +1,154 @@
+"""Prefill and decode of one sequence against the paged KV pool (what the engine runs).
+
+Prefill: the sliding-window stack runs over the whole prompt (batched, O(T * window)); its
+output gives every DSA layer's K, V and compressed index keys, all written to the pool; the DSA
+stack then runs for the last prompt position only, since no other position's DSA output is used.
+Decode: every layer runs for the new token, reading the pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from launchers.dsa.indexer import StoredKeys, index_logits, store_keys
+from launchers.dsa.topk import select_topk, window_start
+from launchers.reference.kv_pool import KVPool
+from launchers.reference.layers import rope_tables
+from launchers.reference.model import ReferenceModel
+
+
+@dataclass
+class SequenceState:
+    pages: torch.Tensor  # page ids of this sequence, in order
+    length: int = 0  # tokens written to the pool
+    x_last: torch.Tensor | None = None  # SWA-stack output at the last written position (d,)
+    # per DSA layer: compressor features (kv, score) of the tokens of the still-open block
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def snapshot(self) -> tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]]]:
+        return self.length, self.x_last, list(self.pending)
+
+    def restore(self, snap: tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]]]) -> None:
+        """Rewind to a snapshot; later pool slots are simply rewritten by the next tokens."""
+        self.length, self.x_last, pending = snap
+        self.pending = list(pending)
+
+
+class Runner:
+    def __init__(self, model: ReferenceModel, pool: KVPool):
+        self.model = model
+        self.pool = pool
+        self.cfg = model.cfg
+
+    def _slots(self, seq: SequenceState, positions: torch.Tensor) -> torch.Tensor:
+        r = self.cfg.compress_ratio
+        return seq.pages[torch.div(positions, r, rounding_mode="floor")] * r + positions % r
+
+    def _write_index_keys(self, layer: int, pages: torch.Tensor, keys: torch.Tensor) -> None:
+        stored = store_keys(keys, self.pool.index_k_dtype)
+        self.pool.index_k[layer, pages] = stored.data
+        if stored.scale is not None and self.pool.index_scale is not None:
+            self.pool.index_scale[layer, pages] = stored.scale
+
+    def _read_index_keys(self, layer: int, pages: torch.Tensor) -> StoredKeys:
+        data = self.pool.index_k[layer, pages].unsqueeze(0)
+        if self.pool.index_scale is None:
+            return StoredKeys("bf16", data)
+        return StoredKeys("fp8", data, self.pool.index_scale[layer, pages].unsqueeze(0))
+
+    @torch.inference_mode()
+    def prefill(self, seq: SequenceState, prompt: list[int]) -> None:
+        model, pool, r = self.model, self.pool, self.cfg.compress_ratio
+        t = len(prompt)
+        x, caches = model.swa_stack(torch.tensor([prompt], dtype=torch.long))
+        slots = self._slots(seq, torch.arange(t))
+        for layer, (k, v) in enumerate(caches):
+            pool.swa_k[layer, slots] = k[0].transpose(0, 1).to(pool.kv_dtype)
+            pool.swa_v[layer, slots] = v[0].transpose(0, 1).to(pool.kv_dtype)
+        src = model.src_norm(x[0])
+        n_blocks = t // r
+        seq.pending = []
+        for layer, block in enumerate(model.dsa):
+            k, v = block.kv(src)
+            pool.dsa_k[layer, slots] = k.to(pool.kv_dtype)
+            pool.dsa_v[layer, slots] = v.to(pool.kv_dtype)
+            kv, score = block.indexer.compressor.token_features(src)
+            if n_blocks:
+                shape = (n_blocks, r, kv.shape[-1])
+                keys = block.indexer.block_keys(
+                    kv[: n_blocks * r].reshape(shape), score[: n_blocks * r].reshape(shape)
+                )
+                self._write_index_keys(layer, seq.pages[:n_blocks], keys)
+            seq.pending.append((kv[n_blocks * r :].clone(), score[n_blocks * r :].clone()))
+        seq.x_last = x[0, -1].clone()
+        seq.length = t
+
+    @torch.inference_mode()
+    def append(self, seq: SequenceState, token: int) -> None:
+        """Run the SWA stack for one new token and write its K, V and (block-completing) index keys."""
+        model, pool, cfg = self.model, self.pool, self.cfg
+        pos = seq.length
+        slot = self._slots(seq, torch.tensor([pos]))
+        cos, sin = rope_tables(torch.tensor([pos]), cfg.head_dim, cfg.rope_theta)
+        x = model.embed(torch.tensor([[token]]))
+        window = self._slots(seq, torch.arange(max(0, pos - cfg.swa_window + 1), pos + 1))
+        for layer, block in enumerate(model.swa):
+            q, k, v = block.qkv(x, cos, sin)  # (1, H, 1, hd)
+            pool.swa_k[layer, slot] = k[0].transpose(0, 1).to(pool.kv_dtype)
+            pool.swa_v[layer, slot] = v[0].transpose(0, 1).to(pool.kv_dtype)
+            keys = pool.swa_k[layer, window].float().transpose(0, 1).unsqueeze(0)
+            values = pool.swa_v[layer, window].float().transpose(0, 1).unsqueeze(0)
+            x = block.finish(x, F.scaled_dot_product_attention(q, keys, values))
+        src = model.src_norm(x[0])  # (1, d)
+        for layer, block in enumerate(model.dsa):
+            k, v = block.kv(src)
+            pool.dsa_k[layer, slot] = k.to(pool.kv_dtype)
+            pool.dsa_v[layer, slot] = v.to(pool.kv_dtype)
+            kv, score = block.indexer.compressor.token_features(src)
+            kv = torch.cat([seq.pending[layer][0], kv])
+            score = torch.cat([seq.pending[layer][1], score])
+            if kv.shape[0] == cfg.compress_ratio:
+                keys = block.indexer.block_keys(kv.unsqueeze(0), score.unsqueeze(0))
+                self._write_index_keys(layer, seq.pages[pos // cfg.compress_ratio].view(1), keys)
+                kv, score = kv[:0], score[:0]
+            seq.pending[layer] = (kv, score)
+        seq.x_last = x[0, 0]
+        seq.length = pos + 1
+
+    @torch.inference_mode()
+    def next_logits(self, seq: SequenceState, index_topk: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The DSA stack at the last written position: logits (V,) and each layer's selected
+        blocks, int32 (n_dsa, index_topk) padded with -1."""
+        model, pool, cfg = self.model, self.pool, self.cfg
+        if seq.x_last is None:
+            raise RuntimeError("next_logits before prefill")
+        pos = seq.length - 1
+        start = int(window_start(torch.tensor(pos), cfg.dsa_window, cfg.compress_ratio))
+        n_cand = start // cfg.compress_ratio
+        h = seq.x_last.unsqueeze(0)  # (1, d)
+        selections = []
+        for layer, block in enumerate(model.dsa):
+            if n_cand:
+                iq, iw = block.indexer.queries(block.attn_norm(h))
+                logits = index_logits(
+                    iq.unsqueeze(0), iw.unsqueeze(0), self._read_index_keys(layer, seq.pages[:n_cand])
+                )
+                sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
+            else:
+                sel = torch.full((index_topk,), -1, dtype=torch.long)
+            selections.append(sel)
+            chosen = sel[sel >= 0]
+            in_blocks = (
+                chosen.unsqueeze(1) * cfg.compress_ratio + torch.arange(cfg.compress_ratio)
+            ).flatten()
+            positions = torch.cat([in_blocks, torch.arange(start, pos + 1)])
+            slots = self._slots(seq, positions)
+            keys = pool.dsa_k[layer, slots].float().transpose(0, 1)  # (H, S, hd)
+            values = pool.dsa_v[layer, slots].float().transpose(0, 1)
+            q = block.query(h)[0].unsqueeze(1)  # (H, 1, hd)
+            attn = F.scaled_dot_product_attention(q, keys, values, scale=1.0)  # queries are pre-scaled
+            h = block.finish(h, attn.squeeze(1).unsqueeze(0))
+        return model.logits(h)[0], torch.stack(selections).to(torch.int32)

@@ -1,0 +1,85 @@
+"""The engine's preallocated KV pool, in pages of `compress_ratio` (4) tokens.
+
+One page holds, for its 4 token slots, every sliding-window layer's K and V and every DSA
+layer's K and V (bf16), plus one compressed index key per DSA layer (the page is exactly one
+indexer block): fp8 e4m3 data + one fp32 scale, or bf16 data. All tensors are allocated and
+zero-filled at startup, so the pool's memory is committed before the first request.
+
+Requests take whole pages; admission blocks (threading.Condition) until enough pages are free,
+and a request that needs more pages than the pool has raises PoolTooSmall at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+import torch
+
+from launchers.reference.config import ModelConfig
+from launchers.reference.engine_api import PoolTooSmall
+
+
+class KVPool:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        max_total_tokens: int,
+        index_k_dtype: Literal["fp8", "bf16"],
+        kv_dtype: torch.dtype = torch.bfloat16,
+    ):
+        if index_k_dtype not in ("fp8", "bf16"):
+            raise ValueError(f"index_k_dtype must be fp8 or bf16, got {index_k_dtype!r}")
+        ratio = cfg.compress_ratio
+        self.page_size = ratio
+        self.n_pages = -(-max_total_tokens // ratio)
+        self.max_total_tokens = self.n_pages * ratio
+        self.index_k_dtype = index_k_dtype
+        self.kv_dtype = kv_dtype  # K/V of the attention layers (bf16; fp32 for exactness tests)
+        slots = self.max_total_tokens
+        kv_shape = (slots, cfg.n_heads, cfg.head_dim)
+        self.swa_k = torch.zeros(cfg.n_swa_layers, *kv_shape, dtype=kv_dtype)
+        self.swa_v = torch.zeros_like(self.swa_k)
+        self.dsa_k = torch.zeros(cfg.n_dsa_layers, *kv_shape, dtype=kv_dtype)
+        self.dsa_v = torch.zeros_like(self.dsa_k)
+        index_shape = (cfg.n_dsa_layers, self.n_pages, cfg.index_head_dim)
+        if index_k_dtype == "fp8":
+            self.index_k = torch.zeros(index_shape, dtype=torch.float8_e4m3fn)
+            self.index_scale: torch.Tensor | None = torch.zeros(index_shape[:2], dtype=torch.float32)
+        else:
+            self.index_k = torch.zeros(index_shape, dtype=torch.bfloat16)
+            self.index_scale = None
+        tensors = [self.swa_k, self.swa_v, self.dsa_k, self.dsa_v, self.index_k]
+        if self.index_scale is not None:
+            tensors.append(self.index_scale)
+        total = sum(t.numel() * t.element_size() for t in tensors)
+        self.bytes_total = total
+        self.kv_bytes_per_token = total // slots
+        self._free = list(range(self.n_pages - 1, -1, -1))
+        self._cond = threading.Condition()
+
+    @property
+    def free_pages(self) -> int:
+        with self._cond:
+            return len(self._free)
+
+    def pages_for(self, n_tokens: int) -> int:
+        return -(-n_tokens // self.page_size)
+
+    def allocate(self, n_tokens: int) -> torch.Tensor:
+        """Page ids for n_tokens; waits until they are free. Raises PoolTooSmall if they never can be."""
+        need = self.pages_for(n_tokens)
+        if need > self.n_pages:
+            raise PoolTooSmall(
+                f"request needs {need * self.page_size} KV slots but the pool holds {self.max_total_tokens}"
+                " tokens; raise --max-total-tokens or send a shorter request"
+            )
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._free) >= need)
+            pages = [self._free.pop() for _ in range(need)]
+        return torch.tensor(pages, dtype=torch.long)
+
+    def release(self, pages: torch.Tensor) -> None:
+        with self._cond:
+            self._free.extend(pages.tolist())
+            self._cond.notify_all()
