@@ -89,9 +89,13 @@ def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
 
 @dataclass(frozen=True)
 class MemoryPlan:
+    """Server start and memory plan as the server reported them (None where it did not)."""
+
     max_total_num_tokens: int | None
     kv_bytes_per_token: int | None
     time_to_ready_s: float | None
+    index_k_dtype: str | None = None
+    index_topk: int | None = None
 
 
 def memory_plan_of(run: Run) -> MemoryPlan:
@@ -101,6 +105,10 @@ def memory_plan_of(run: Run) -> MemoryPlan:
         max_total_num_tokens=int(tokens) if isinstance(tokens, int | float) else None,
         kv_bytes_per_token=int(per_token) if isinstance(per_token, int | float) else None,
         time_to_ready_s=run.time_to_ready_s,
+        index_k_dtype=str(dtype) if (dtype := _find_key(run.server_info, ("index_k_dtype",))) else None,
+        index_topk=int(topk)
+        if isinstance(topk := _find_key(run.server_info, ("index_topk",)), int)
+        else None,
     )
 
 

@@ -91,7 +91,8 @@ def _details(pair: PairFrame) -> list[str]:
         if (change := pair.throughput_change.get(name)) is not None
     ]
     if speeds:
-        details.append("median " + ", ".join(speeds))
+        timed = f"{a.throughput.samples:,} and {b.throughput.samples:,} requests"
+        details.append(f"median {', '.join(speeds)} (over {timed})")
     if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
         slots = (
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens

@@ -34,8 +34,15 @@ def build_compare(root: Path) -> Path:
     pairs += [("miss", "pass", 4509)] * 6
     pairs += [("miss", "pass", 8000)] * 5 + [("oom", "pass", 8000)] + [("pass", "miss", 8000)]
     a, b = paired_results(pairs, b_speed=1.1)
-    info_a = {"server_info": {"max_total_num_tokens": 100_000, "kv_bytes_per_token": 132}}
-    info_b = {"server_info": {"max_total_num_tokens": 87_000, "kv_bytes_per_token": 256}}
+    info_a = {
+        "server_info": {"max_total_num_tokens": 100_000, "kv_bytes_per_token": 132, "index_k_dtype": "fp8"}
+    }
+    info_b = {
+        "max_total_num_tokens": 87_000,
+        "kv_bytes_per_token": 256,
+        "index_k_dtype": "bf16",
+        "index_topk": 512,
+    }
     run_a = store_run(
         root, run_of(BASELINE, LENGTHS, (0.0, 50.0, 100.0), server_info=info_a, run_id="run-a"), a
     )
@@ -154,6 +161,14 @@ def test_throughput_and_server_side_by_side(rendered: tuple[Path, str, Element])
     assert [td.attrs["data-value"] for td in kv.find_all("td") if "data-value" in td.attrs] == ["132", "256"]
     slots = server.find_all("tr", data_metric="max_total_num_tokens")[0]
     assert "-13.0%" in slots.text
+    settings = {
+        row.attrs["data-setting"]: row
+        for row in dom.by_id("server-settings").find_all("tr", cls="server-setting")
+    }
+    dtypes = [td.attrs["data-value"] for td in settings["index_k_dtype"].find_all("td")]
+    assert dtypes == ["fp8", "bf16"]
+    topk = [td.attrs["data-value"] for td in settings["index_topk"].find_all("td")]
+    assert topk == ["", "512"] and "not known" in settings["index_topk"].text
 
 
 def test_self_contained(rendered: tuple[Path, str, Element]) -> None:
