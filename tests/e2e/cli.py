@@ -22,7 +22,7 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         cli_argv(*args), capture_output=True, text=True, timeout=timeout, env=cli_env(), cwd=REPO
     )

@@ -36,8 +36,8 @@ def _run_dir(stdout: str) -> Path:
 
 def test_sweep_hits_lengths_in_server_tokens_and_writes_report(server, tmp_path):
     completed = run_cli(
-        "sweep", "--base-url", server.base_url, "--lengths", "338..3000:3", "--depths", "0..100:3",
-        "--trials", "1", "--seed", "5", "--concurrency", "2", "--out", str(tmp_path),
+        "sweep", "--base-url", server.base_url, "--lengths", "338..2000:3", "--depths", "0..100:3",
+        "--trials", "1", "--seed", "5", "--concurrency", "2", "--max-tokens", "16", "--out", str(tmp_path),
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     report = Path(completed.stdout.strip().splitlines()[-1])

@@ -16,19 +16,8 @@ from tests.e2e.cli import cli_argv, cli_env, run_cli
 from tests.e2e.reference_server import ReferenceServer
 
 pytestmark = pytest.mark.slow
-GRID = [
-    "--lengths",
-    "400..2400:4",
-    "--depths",
-    "0,50,100",
-    "--trials",
-    "1",
-    "--seed",
-    "11",
-    "--concurrency",
-    "1",
-]
-TOTAL = 12
+GRID = ["--lengths", "400..1600:3", "--depths", "0,50,100", "--trials", "1", "--seed", "11", "--max-tokens", "16"]  # fmt: skip
+TOTAL = 9
 
 
 @pytest.fixture(scope="module")
