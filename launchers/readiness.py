@@ -63,7 +63,7 @@ def wait_ready(
     timeout_s: float,
     should_stop: Callable[[], object | None] = lambda: None,
     first_delay_s: float = 0.25,
-    max_delay_s: float = 5.0,
+    max_delay_s: float = 2.0,
 ) -> float:
     """Poll with backoff until ready; returns the seconds waited. Checks should_stop every 0.2 s at
     least, raising StoppedWaiting with its value, and raises NotReadyInTime after timeout_s."""

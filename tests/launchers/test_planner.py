@@ -1,0 +1,97 @@
+"""Memory planner arithmetic on the shipped DeepSeek-V4-Flash / V3.2 configs and on a local model dir."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launchers.planner import GIB, index_key_bytes, layout_from_config, make_plan
+from launchers.profiles import load_profiles
+from recall_eval.errors import BadInput
+from recall_eval.types import Profile
+
+
+@pytest.fixture
+def profiles(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    return load_profiles()
+
+
+def test_index_key_bytes_match_sglangs_layouts():
+    assert [index_key_bytes(dtype, 128) for dtype in ("fp8", "fp4", "bf16")] == [132, 68, 256]
+
+
+def test_dsv4_flash_layout_from_its_published_config(profiles):
+    plan = make_plan(profiles["dsv4-flash"], context_length=524288)
+    layout = plan.layout
+    assert (layout.family, layout.n_layers, layout.index_layers) == ("deepseek_v4", 43, 21)
+    assert layout.compressed_layers == {4: 21, 128: 20}
+    assert layout.slot_bytes == 448 + 2 * 64 + 8
+    fp8, fp4, bf16 = plan.rows
+    assert (
+        fp8.index_bytes_per_token_layer,
+        fp4.index_bytes_per_token_layer,
+        bf16.index_bytes_per_token_layer,
+    ) == (
+        33,
+        17,
+        64,
+    )
+    assert fp8.index_bytes_per_token == 21 * 33
+    assert bf16.delta_bytes_per_token == pytest.approx(21 * (256 - 132) / 4)  # 651 B per token
+    assert bf16.delta_gib_at_context == pytest.approx(651 * 524288 / GIB)
+    assert fp4.delta_bytes_per_token == pytest.approx(-21 * (132 - 68) / 4)
+    # capacity falls as bytes per token rise, and sequences follow max tokens
+    assert fp4.max_tokens > fp8.max_tokens > bf16.max_tokens
+    assert fp8.sequences == fp8.max_tokens // 524288
+    assert bf16.slots_change == pytest.approx(bf16.max_tokens / fp8.max_tokens - 1)
+    assert -0.15 < bf16.slots_change < -0.05
+    assert all(row.available for row in plan.rows)
+
+
+def test_seed_figures_are_explained(profiles):
+    notes = " ".join(make_plan(profiles["dsv4-flash"], context_length=524288).notes)
+    assert "+2,604 B (2.54 KiB) per compressed slot" in notes  # the seed's ~2.5 KB/token
+    assert "1.27 GiB" in notes  # the seed's ~1.3 GB at 524,288 tokens
+    assert "13% fewer slots" in notes
+
+
+def test_pool_follows_fraction_gpu_memory_weights_and_tp(profiles):
+    profile = profiles["dsv4-flash"].model_copy(update={"mem_fraction_static": 0.5, "tp": 8})
+    plan = make_plan(profile, gpu_mem_gib=100.0, weights_gib=80.0)
+    assert plan.pool_gib == pytest.approx(0.5 * 100.0 - 80.0 / 8)
+    assert plan.rows[0].max_tokens == int(plan.pool_gib * GIB / plan.rows[0].kv_bytes_per_token) // 256 * 256
+
+
+def test_dsv32_only_fp8_is_available(profiles):
+    plan = make_plan(profiles["dsv32"])
+    assert plan.layout.index_layers == 61 and plan.layout.index_ratio == 1
+    assert [row.available for row in plan.rows] == [True, False, False]
+    assert plan.rows[0].kv_bytes_per_token == 61 * (1152 + 132)
+    assert plan.context_length == 163840
+
+
+def test_local_model_dir_config_and_weights(tmp_path):
+    config = {
+        "num_hidden_layers": 4,
+        "compress_ratios": [0, 4, 128, 4],
+        "head_dim": 512,
+        "qk_rope_head_dim": 64,
+    }
+    config["index_head_dim"] = 256
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4096)
+    profile = Profile(name="local", engine="sglang", model_path=str(tmp_path), context_length=1000)
+    plan = make_plan(profile)
+    assert plan.config_source.endswith("config.json")
+    assert plan.weights_gib == pytest.approx(4096 / GIB)
+    assert plan.layout.index_layers == 2
+    assert plan.rows[0].key_bytes == 256 + 2 * 4  # one fp32 scale per 128 dims
+
+
+def test_unknown_models_are_refused_in_one_line():
+    with pytest.raises(BadInput, match="no config.json"):
+        make_plan(Profile(name="x", engine="sglang", model_path="org/Unknown-Model"))
+    with pytest.raises(BadInput, match="neither compress_ratios"):
+        layout_from_config({"num_hidden_layers": 2})
