@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from PIL import Image
@@ -52,17 +53,27 @@ RESULTS = [
 GRID = frames.suite_grid(RESULTS, "needle", lengths=(1000, 2000, 4000), depths=(0.0, 50.0, 100.0))
 
 
-def _pixels_of_cell(x: int, y: int) -> np.ndarray:
-    """RGB pixels of the left quarter of cell (x, y): away from the centred text and the corner flag."""
-    fig = heatmap_figure(GRID, "t")
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    image = np.asarray(canvas.buffer_rgba())[..., :3].astype(float) / 255
-    ax = fig.axes[0]
-    height = image.shape[0]
-    (left, top), (right, bottom) = ax.transData.transform([(x - 0.42, y - 0.4), (x - 0.3, y + 0.4)])
-    rows = slice(int(height - top) + 1, int(height - bottom) - 1)
-    return image[rows, int(left) + 1 : int(right) - 1].reshape(-1, 3)
+class Rendered:
+    """The GRID heatmap drawn once; cells read back as pixels."""
+
+    def __init__(self) -> None:
+        self.fig = heatmap_figure(GRID, "t")
+        canvas = FigureCanvasAgg(self.fig)
+        canvas.draw()
+        self.image = np.asarray(canvas.buffer_rgba())[..., :3].astype(float) / 255
+
+    def cell(self, x: int, y: int) -> np.ndarray:
+        """RGB pixels of the left part of cell (x, y): away from the centred text and the corner flag."""
+        height = self.image.shape[0]
+        transform = self.fig.axes[0].transData.transform
+        (left, top), (right, bottom) = transform([(x - 0.42, y - 0.4), (x - 0.3, y + 0.4)])
+        rows = slice(int(height - top) + 1, int(height - bottom) - 1)
+        return self.image[rows, int(left) + 1 : int(right) - 1].reshape(-1, 3)
+
+
+@pytest.fixture(scope="module")
+def drawn() -> Rendered:
+    return Rendered()
 
 
 def _close(pixels: np.ndarray, colour: str, tol: float = 0.03) -> float:
@@ -75,17 +86,17 @@ def test_palette_runs_through_the_three_colours_on_a_fixed_scale() -> None:
         assert np.allclose(RECALL_CMAP(value)[:3], to_rgb(colour), atol=0.01)
 
 
-def test_cells_are_coloured_by_recall_and_infra_cells_are_grey_not_red() -> None:
-    assert _close(_pixels_of_cell(0, 0), PALETTE[2]) > 0.95  # 2/2 -> green
-    assert _close(_pixels_of_cell(1, 0), PALETTE[0]) > 0.95  # 0/2 -> red
-    assert _close(_pixels_of_cell(0, 1), PALETTE[1]) > 0.95  # 1/2 -> amber
-    assert _close(_pixels_of_cell(1, 1), PALETTE[2]) > 0.95  # 1/1 answered (+1 too long) -> green
-    infra = _pixels_of_cell(2, 0)  # 2 OOM, no answer
+def test_cells_are_coloured_by_recall_and_infra_cells_are_grey_not_red(drawn: Rendered) -> None:
+    assert _close(drawn.cell(0, 0), PALETTE[2]) > 0.95  # 2/2 -> green
+    assert _close(drawn.cell(1, 0), PALETTE[0]) > 0.95  # 0/2 -> red
+    assert _close(drawn.cell(0, 1), PALETTE[1]) > 0.95  # 1/2 -> amber
+    assert _close(drawn.cell(1, 1), PALETTE[2]) > 0.95  # 1/1 answered (+1 too long) -> green
+    infra = drawn.cell(2, 0)  # 2 OOM, no answer
     assert _close(infra, PALETTE[0], tol=0.15) == 0.0
     assert _close(infra, INFRA_FACE) > 0.4  # grey face between the hatch lines
     assert _close(infra, INFRA_HATCH, tol=0.08) > 0.05  # and the hatch lines themselves
     assert np.mean(np.ptp(infra, axis=1)) < 0.05  # every pixel is a grey (r = g = b), hatch included
-    not_run = _pixels_of_cell(0, 2)
+    not_run = drawn.cell(0, 2)
     assert _close(not_run, EMPTY_FACE) > 0.95
 
 
