@@ -5,6 +5,13 @@ and decodes), so each request gets its own thread; at most max_running_requests 
 inside the engine at once, the rest wait for a turn. A consumer that stops listening (client
 disconnect, stop string) sets a cancel flag: the worker leaves the engine at the next step and
 closes the iterator, which frees the request's KV slots.
+
+Steps run one at a time (a compute lock around each step): torch already uses every core for
+one step, and two steps computing at once only make the intra-op thread pools fight over the
+cores. Concurrent requests therefore interleave step by step, and a long prefill delays the
+others' decode steps, as a prefill batch does in SGLang without chunked prefill. So that a
+request never waits for KV room while holding the compute lock, a first step starts only when
+the engine reports enough free slots (engine.available_tokens(), when the engine has it).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
@@ -59,6 +66,8 @@ class Scheduler:
     def __init__(self, engine: Engine, max_running_requests: int, on_out_of_memory: OnOutOfMemory):
         self._engine = engine
         self._turns = threading.BoundedSemaphore(max_running_requests)
+        self._compute = threading.Lock()  # one engine step at a time
+        self._room = threading.Condition()  # notified whenever a generation frees its KV slots
         self._on_out_of_memory = on_out_of_memory
         self._lock = threading.Lock()
         self._counters = LoadCounters()
@@ -117,14 +126,19 @@ class Scheduler:
                     job.prompt_ids, job.max_new_tokens, job.return_indexer_topk
                 )
                 try:
-                    for step in generation:
+                    step = self._first_step(generation, len(job.prompt_ids) + job.max_new_tokens, cancel)
+                    while step is not None:
                         steps += 1
                         self._count_step(first=steps == 1)
                         post(step)
-                        if cancel.is_set():
+                        if cancel.is_set() or step.finish_reason is not None:
                             break
+                        with self._compute:
+                            step = next(generation, None)
                 finally:
                     generation.close()  # frees the KV slots, also on cancel and on error
+                    with self._room:
+                        self._room.notify_all()
             finally:
                 self._turns.release()
         except EngineOutOfMemory as exc:
@@ -136,6 +150,21 @@ class Scheduler:
         finally:
             self._count_end(started=steps > 0)
             post(_End())
+
+    def _first_step(
+        self, generation: Iterator[StepOutput], need: int, cancel: threading.Event
+    ) -> StepOutput | None:
+        """The first step (admission + prefill), started once the pool can take `need` tokens."""
+        available = getattr(self._engine, "available_tokens", None)
+        if not callable(available) or need > self._engine.max_total_tokens:
+            return next(generation, None)  # the engine waits (or refuses) without the compute lock
+        while not cancel.is_set():
+            with self._compute:
+                if available() >= need:
+                    return next(generation, None)
+            with self._room:
+                self._room.wait(timeout=_ADMISSION_POLL_S)
+        return None
 
     def _die(self, exc: BaseException, phase: Literal["prefill", "decode"], job: GenerationJob) -> NoReturn:
         with self._lock:

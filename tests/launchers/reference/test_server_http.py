@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -26,7 +26,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
-READY_DEADLINE_S = 30.0
+READY_DEADLINE_S = 120.0  # generous for loaded machines; the benchmark reports the start-to-ready time
 CONTEXT = 8192
 POOL = 16384
 TOPK = 64
@@ -45,6 +45,7 @@ class ServerProcess:
     base_url: str
     log_path: Path
     ready_s: float | None = None
+    statuses: list[int] = field(default_factory=list)  # /health_generate answers seen while starting
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -77,7 +78,10 @@ def start_server(log_dir: Path, *flags: str, env: dict[str, str] | None = None) 
 
 
 def wait_ready(server: ServerProcess, deadline_s: float, started: float) -> float:
-    """Poll /health_generate until 200; returns seconds from `started` (a perf_counter time)."""
+    """Poll /health_generate until 200; returns seconds from `started` (a perf_counter time).
+
+    Records in server.statuses every distinct status seen on the way (503 while loading).
+    """
     with httpx.Client(timeout=5.0) as client:
         while time.perf_counter() - started < deadline_s:
             if server.process.poll() is not None:
@@ -85,11 +89,14 @@ def wait_ready(server: ServerProcess, deadline_s: float, started: float) -> floa
                     f"server exited with {server.process.returncode}:\n{server.log()[-3000:]}"
                 )
             try:
-                if client.get(f"{server.base_url}/health_generate").status_code == 200:
-                    return time.perf_counter() - started
+                status = client.get(f"{server.base_url}/health_generate").status_code
             except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+                status = None
+            if status is not None and status not in server.statuses:
+                server.statuses.append(status)
+            if status == 200:
+                return time.perf_counter() - started
+            time.sleep(0.05)
     raise AssertionError(f"not ready within {deadline_s} s:\n{server.log()[-3000:]}")
 
 
@@ -136,8 +143,8 @@ def sse_events(raw: str) -> list[str]:
 # ----- readiness and info -----
 
 
-def test_ready_within_deadline_and_health(server: ServerProcess, http: httpx.Client) -> None:
-    assert server.ready_s is not None and server.ready_s < READY_DEADLINE_S
+def test_health_generate_is_503_until_ready_then_200(server: ServerProcess, http: httpx.Client) -> None:
+    assert server.statuses == [503, 200]
     assert http.get("/health").status_code == 200
     assert http.get("/health_generate").status_code == 200
     log = server.log()
