@@ -20,14 +20,15 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 
 from recall_eval.types import ChatMessage, Completion, Endpoint
 
+_T = TypeVar("_T")
 FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout"]
 _TOO_LONG = re.compile(
     r"longer than the model's context length|exceeds the model's (maximum )?context length"
@@ -156,12 +157,18 @@ class ChatClient:
 
         give_up() is asked before each retry: True (e.g. the server process died) stops retrying.
         """
+        return await self.with_retries(lambda: self._once(messages, max_tokens), give_up)
+
+    async def with_retries(
+        self, once: Callable[[], Awaitable[_T]], give_up: Callable[[], bool] | None = None
+    ) -> _T:
+        """once() under the per-request timeout, retried like complete() (also used for /generate)."""
         attempt = 0
         while True:
             attempt += 1
             try:
                 async with asyncio.timeout(self.request_timeout_s):
-                    return await self._once(messages, max_tokens)
+                    return await once()
             except TimeoutError as err:
                 raise RequestFailed(
                     "timeout", f"no complete answer within {self.request_timeout_s:g}s", attempts=attempt

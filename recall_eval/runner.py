@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from recall_eval.client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
+from recall_eval.indexer_client import IndexerCapture
 from recall_eval.scoring import score_completion
 from recall_eval.store import RunStore
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
@@ -74,12 +75,14 @@ class Runner:
         settings: RunnerSettings,
         handle: ServerHandle | None = None,
         hooks: RunnerHooks | None = None,
+        capture: IndexerCapture | None = None,
     ):
         self.store = store
         self.client = client
         self.settings = settings
         self.handle = handle
         self.hooks = hooks or RunnerHooks()
+        self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
         done = self.store.final_case_ids()
@@ -153,19 +156,22 @@ class Runner:
         await state.ready.wait()
         epoch = state.epoch
         self.hooks.on_start(case)
+        generation = None
         try:
-            completion = await self.client.complete(
-                case.messages,
-                self.settings.max_tokens,
-                give_up=lambda: self._death_of(epoch, state) is not None,
-            )
+            give_up = lambda: self._death_of(epoch, state) is not None  # noqa: E731
+            if self.capture is not None:
+                generation = await self.capture.complete(case, self.settings.max_tokens, give_up)
+                completion = generation.completion
+            else:
+                completion = await self.client.complete(case.messages, self.settings.max_tokens, give_up)
         except RequestFailed as failure:
             return self._failed(case, failure, epoch, state, started_at)
         state.consecutive_deaths = 0
         outcome, why = score_completion(completion, case.expected, case.distractors)
-        return self._result(
-            case, outcome, started_at, completion, error=why if outcome != "pass" else None
-        ), None
+        result = self._result(case, outcome, started_at, completion, error=why if outcome != "pass" else None)
+        if self.capture is not None and generation is not None:
+            result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
+        return result, None
 
     def _death_of(self, epoch: int, state: _ServerState) -> ServerDeath | None:
         if epoch in state.deaths:

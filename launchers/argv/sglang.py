@@ -20,6 +20,8 @@ SGLANG_SERVER_MODULE = "sglang.launch_server"
 SGLANG_DEFAULT_BOOTSTRAP_PORT = 8998  # ServerArgs.disaggregation_bootstrap_port default in 0.5.23
 FP4_INDEXER_FLAG = "--enable-deepseek-v4-fp4-indexer"  # SGLang's experimental FP4 C4 indexer (DeepSeek-V4)
 MODEL_OVERRIDES_FLAG = "--json-model-override-args"
+ATTN_DP_FLAG = "--attn-dp-size"  # 0.5.23's replacement for --enable-dp-attention --dp-size N
+DSA_FUSE_TOPK_ENV = "SGLANG_DSA_FUSE_TOPK"  # 0: DSA top-k returned as token positions (indexer capture)
 
 
 def _model_overrides(profile: Profile, extra_args: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -87,7 +89,28 @@ def _server_argv(profile: Profile, port: int, tp: int, extra: list[str]) -> list
         argv += [MODEL_OVERRIDES_FLAG, json.dumps(model_overrides)]
     if profile.enable_return_indexer_topk:
         argv.append("--enable-return-indexer-topk")
-    return argv + rest
+    return argv + _capture_args(profile, tp, rest) + rest
+
+
+def _capture_env(profile: Profile) -> dict[str, str]:
+    """Indexer capture: unfused DSA top-k, so V3.2 selections are token positions, not physical KV slots
+    (SGLang 0.5.23 dsa_topk_backend.py:109-110 vs 318-328; no effect on DeepSeek-V4's raw indices)."""
+    if not profile.enable_return_indexer_topk or DSA_FUSE_TOPK_ENV in profile.env:
+        return {}
+    return {DSA_FUSE_TOPK_ENV: "0"}
+
+
+def _capture_args(profile: Profile, tp: int, args: list[str]) -> list[str]:
+    """The capturer needs attention TP size 1 (state_capturer/indexer_topk.py:33): one attention-DP
+    group per GPU, unless the profile already chose its attention DP."""
+    if not profile.enable_return_indexer_topk or tp <= 1:
+        return []
+    if any(
+        a.startswith(("--attn-dp-size", "--attention-data-parallel-size", "--enable-dp-attention"))
+        for a in args
+    ):
+        return []
+    return [ATTN_DP_FLAG, str(tp)]
 
 
 def single_server_spec(profile: Profile) -> LaunchSpec:
@@ -98,7 +121,7 @@ def single_server_spec(profile: Profile) -> LaunchSpec:
         role="main",
         name="main",
         argv=tuple(argv),
-        env={**profile.env, **precision_env},
+        env={**_capture_env(profile), **profile.env, **precision_env},
         host=profile.host,
         port=profile.port,
         is_endpoint=True,

@@ -100,6 +100,7 @@ def die_at_startup(exc: BaseException, args: ServerArgs) -> NoReturn:
 def startup_info(args: ServerArgs, engine: Engine, served: str, limit: int | None, started: float) -> dict:
     """The static part of /server_info: SGLang's resolved args and scheduler info, plus reference facts."""
     limits = RequestLimits(engine.context_length, engine.max_total_tokens)
+    model_cfg = getattr(getattr(engine, "model", None), "cfg", None)  # the reference model's architecture
     return {
         "model_path": str(args.model_path or WEIGHTS_DIR),
         "served_model_name": served,
@@ -128,6 +129,9 @@ def startup_info(args: ServerArgs, engine: Engine, served: str, limit: int | Non
         "index_k_dtype_source": args.index_k_dtype_source,
         "index_topk": engine.settings.index_topk,
         "num_indexer_layers": engine.n_indexer_layers,
+        # for indexer coverage: tokens per compressed block, and the local window every DSA query sees
+        "indexer_block_size": getattr(model_cfg, "compress_ratio", None),
+        "indexer_local_window": getattr(model_cfg, "dsa_window", None),
         "kv_bytes_per_token": engine.kv_bytes_per_token,
         "kv_pool_bytes": engine.kv_bytes_per_token * engine.max_total_tokens,
         "memory_limit_gb": args.memory_limit_gb,

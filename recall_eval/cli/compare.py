@@ -12,6 +12,7 @@ compared, so a rerun of the same compare re-renders the same report.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,7 +28,7 @@ import typer
 import suites
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, render_report, resume_command, summary_line, versions
-from recall_eval.cli.sweep import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_PROFILE
+from recall_eval.cli.sweep import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_PROFILE, with_capture
 from recall_eval.cli.sweep_flow import http_client, open_target, run_sweep
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
@@ -106,6 +107,7 @@ def _spec(options: dict[str, Any]) -> RunSpec:
         max_tokens=options["max_tokens"],
         concurrency=options["concurrency"],
         request_timeout_s=options["request_timeout"],
+        capture_indexer=options.get("capture_indexer", False),
     )
 
 
@@ -277,13 +279,24 @@ def compare(
     rerun: Annotated[
         bool, typer.Option("--rerun", help="Run every variant again instead of reusing finished runs.")
     ] = False,
+    capture_indexer: Annotated[
+        bool,
+        typer.Option(
+            "--capture-indexer",
+            help="Record per indexer layer whether each variant's DSA indexer selected the needle "
+            "(SGLang /generate with return_indexer_topk); the report shows coverage side by side.",
+        ),
+    ] = False,
     open_report: Annotated[
         bool, typer.Option("--open", help="Open the compare report in the browser.")
     ] = False,
 ) -> None:
     """Compare server variants on identical cases: paired recall test, difference heatmaps, throughput."""
     spec = _spec(dict(locals()))
-    planned = plan_variants(list(variants), spec, base_url, model, profile, profiles_file)
+    planned = [
+        dataclasses.replace(p, profile=with_capture(p.profile, capture_indexer))
+        for p in plan_variants(list(variants), spec, base_url, model, profile, profiles_file)
+    ]
     runs = [obtain_run(p, reuse=not rerun) for p in planned]
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     html = write_compare_dir(planned, runs, command or shlex.join(["recall-eval", "compare", *variants]))

@@ -45,7 +45,20 @@ def _spec(options: dict[str, Any]) -> RunSpec:
         concurrency=options["concurrency"] or 1,
         request_timeout_s=options["request_timeout"] or 600.0,
         variant=options["variant"] or "default",
+        capture_indexer=options["capture_indexer"],
     )
+
+
+def with_capture(profile: Profile, capture: bool) -> Profile:
+    """A launched server must be started with --enable-return-indexer-topk to return selections."""
+    if not capture or profile.engine == "external":
+        return profile
+    if profile.pd:
+        raise BadInput(
+            f"--capture-indexer: profile {profile.name!r} is PD-disaggregated; its decode server never computes "
+            "the prompt positions, so their indexer rows are not its own. Use a single-server profile"
+        )
+    return profile.model_copy(update={"enable_return_indexer_topk": True})
 
 
 def _profile(options: dict[str, Any], overrides: dict[str, Any]) -> Profile:
@@ -82,6 +95,7 @@ def _resumed_store(
     store = RunStore.open(resume)
     fixed = ("lengths", "depths", "trials", "seed", "suite", "max_tokens", "variant", "profile", "out")
     given = [name for name in fixed if options[name] is not None]
+    given += ["capture_indexer"] if options["capture_indexer"] else []
     given += [
         _OVERRIDE_FLAGS.get(name, name)
         for name, value in overrides.items()
@@ -185,6 +199,14 @@ def sweep(
     request_timeout: Annotated[
         float | None, typer.Option("--request-timeout", help="Seconds per request. (default: 600)")
     ] = None,
+    capture_indexer: Annotated[
+        bool,
+        typer.Option(
+            "--capture-indexer",
+            help="Ask SGLang's /generate for the DSA indexer's selections and record, per indexer layer, "
+            "whether the needle was selected (misses get a cause: selection or generation).",
+        ),
+    ] = False,
     open_report: Annotated[bool, typer.Option("--open", help="Open the report in the browser.")] = False,
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Do not render the report at the end.")
@@ -210,7 +232,7 @@ def sweep(
             _check_reachable(target_profile, target_profile.served_model_name)
     else:
         spec = _spec(options)
-        target_profile = _profile(options, overrides)
+        target_profile = with_capture(_profile(options, overrides), capture_indexer)
         if target_profile.engine == "external":
             _check_reachable(target_profile, model)
         store = _new_store(spec, target_profile, out)

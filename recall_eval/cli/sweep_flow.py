@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,8 @@ from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, C
 from recall_eval.cli.common import versions
 from recall_eval.cli.progress import SweepProgress
 from recall_eval.client import ChatClient
+from recall_eval.errors import UserError
+from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
 from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore
@@ -100,6 +103,13 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
                 f"[yellow]note:[/yellow] {target.base_url} has no /v1/tokenize; lengths are measured with "
                 f"{tokenizer.name} and an approximate chat template, so they are approximate for this model"
             )
+        client = ChatClient(endpoint, http, request_timeout_s=spec.request_timeout_s)
+        if spec.capture_indexer and not tokenizer.exact:
+            raise UserError(
+                f"--capture-indexer needs the server's /v1/tokenize (needle offsets in its tokens); "
+                f"{target.base_url} has none"
+            )
+        capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
         recipes = build_recipes(spec)
         done = store.final_case_ids()
         limit = facts.context_length
@@ -123,7 +133,6 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
                 f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
             )
             cases = _in_recipe_order(recipes, calibrated, done)
-            client = ChatClient(endpoint, http, request_timeout_s=spec.request_timeout_s)
             settings = RunnerSettings(
                 variant=spec.variant,
                 max_tokens=spec.max_tokens,
@@ -132,7 +141,22 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
             )
             hooks = RunnerHooks(on_start=progress.started, on_result=progress.finished, on_event=progress.log)
             progress.start_run()
-            await Runner(store, client, settings, handle=target.handle, hooks=hooks).run(cases)
+            runner = Runner(store, client, settings, handle=target.handle, hooks=hooks, capture=capture)
+            await runner.run(cases)
+
+
+async def _open_capture(store: RunStore, client: ChatClient, server_info: dict[str, Any]) -> IndexerCapture:
+    """Probe /generate with return_indexer_topk and record the indexer layout in run.json."""
+    profile = store.run.profile
+    capture = await open_capture(
+        client,
+        server_info,
+        profile_topk=profile.index_topk if profile is not None else None,
+        model_path=profile.model_path if profile is not None else None,
+    )
+    layout = {"indexer_layout": dataclasses.asdict(capture.layout)}
+    store.write_run(store.run.model_copy(update={"server_info": {**store.run.server_info, **layout}}))
+    return capture
 
 
 def _in_recipe_order(recipes: list[CaseRecipe], calibrated: list[Case], done: set[str]) -> list[Case]:
