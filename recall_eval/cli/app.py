@@ -28,7 +28,10 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
 def run_cli() -> None:
     """Run the app; turn UserError into one red line and a non-zero exit code."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns (not raises) the code of a typer.Exit from a command.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except UserError as err:
         if DEBUG["on"]:
             raise
