@@ -133,3 +133,25 @@ def test_bad_variant_spec_fails_before_any_launch() -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == "error: variant 'topk=abc': topk=abc: topk is a whole number >= 1"
     assert not runs_home().exists() or not run_dirs()
+
+
+def test_interrupted_variant_is_resumed_not_rerun(two_servers: list[str]) -> None:
+    url_a, url_b = two_servers
+    args = ("compare", "A", "B", "--base-url", url_a, "--base-url", url_b, *GRID)
+    assert recall_eval(*args).returncode == 0
+    dirs = run_dirs()
+    run_b = next(d for d in dirs if json.loads((d / "run.json").read_text())["profile"]["base_url"] == url_b)
+    # As if B had been stopped by Ctrl-C after three cases.
+    run = json.loads((run_b / "run.json").read_text())
+    (run_b / "run.json").write_text(json.dumps({**run, "status": "interrupted", "finished_at": None}))
+    lines = (run_b / "results.jsonl").read_text().splitlines(keepends=True)
+    (run_b / "results.jsonl").write_text("".join(lines[:3]))
+
+    done = recall_eval(*args)
+    assert done.returncode == 0, done.stderr
+    assert "A: reusing run" in done.stderr and f"B: resuming run {run_b.name}" in done.stderr
+    assert run_dirs() == dirs
+    case_ids = [json.loads(line)["case_id"] for line in (run_b / "results.jsonl").read_text().splitlines()]
+    assert len(case_ids) == len(set(case_ids)) == len(lines)
+    assert [json.loads(line)["case_id"] for line in lines[:3]] == case_ids[:3]  # kept, not redone
+    assert json.loads((run_b / "run.json").read_text())["status"] == "finished"
