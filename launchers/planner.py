@@ -134,7 +134,10 @@ def find_model_config(profile: Profile) -> tuple[dict[str, Any], str, float | No
     """(config, where it came from, weights GiB or None): a local model dir's config.json, else the shipped
     config named like the model path's last part (launchers/model_configs/<name>.json)."""
     if not profile.model_path:
-        raise BadInput(f"profile {profile.name!r} has no model_path to plan for; pass --model-path DIR")
+        raise BadInput(
+            f"profile {profile.name!r} has no model_path to plan for (the reference engine reports its own pool "
+            "in /server_info); pass --model-path DIR with a DeepSeek-V4 or V3.2 config.json"
+        )
     local = Path(profile.model_path).expanduser()
     if (local / "config.json").is_file():
         config = json.loads((local / "config.json").read_text())
