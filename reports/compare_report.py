@@ -25,6 +25,7 @@ from reports import frames
 from reports.compare_charts import diff_heatmap_png, length_recall_png
 from reports.compare_frames import METRICS, CompareFrames, PairedTest, VariantRun, compare_frames
 from reports.compare_verdict import format_p, format_pct, verdict
+from reports.coverage import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
 from reports.html import environment
 
@@ -167,7 +168,13 @@ def _pct_change(base: float | int | None, new: float | int | None) -> str:
     return format_pct((new - base) / base * 100)
 
 
-def render_html(manifest: CompareManifest, data: CompareFrames, panels: list[SuitePanel], text: str) -> str:
+def render_html(
+    manifest: CompareManifest,
+    data: CompareFrames,
+    panels: list[SuitePanel],
+    text: str,
+    coverage: list[tuple[str, CoverageView | None]] | None = None,
+) -> str:
     env = environment()
     env.filters.update(p_value=format_p, pct=format_pct)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS)
@@ -185,7 +192,14 @@ def render_html(manifest: CompareManifest, data: CompareFrames, panels: list[Sui
         run_links=run_links,
         reused={v.label: v.reused for v in manifest.variants},
         length_chart=_png_uri(length_recall_png(data.variants, data.lengths)),
+        coverage=coverage or [],
     )
+
+
+def coverage_panels(runs: list[VariantRun]) -> list[tuple[str, CoverageView | None]]:
+    """Each variant's indexer coverage, side by side; empty when no variant captured selections."""
+    views = [(run.label, coverage_view(run.results, f"{run.label}: indexer coverage")) for run in runs]
+    return views if any(view is not None for _, view in views) else []
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -234,9 +248,11 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
         "verdict": text,
         "numbers": numbers(data),
     }
+    for entry, run in zip(document["numbers"]["variants"], runs, strict=True):
+        entry["indexer_coverage"] = coverage_numbers(run.results)  # None for runs without --capture-indexer
     _write_atomically(compare_dir / COMPARE_FILE, json.dumps(document, indent=2).encode("utf-8"))
     html = compare_dir / COMPARE_HTML
-    _write_atomically(html, render_html(manifest, data, panels, text).encode("utf-8"))
+    _write_atomically(html, render_html(manifest, data, panels, text, coverage_panels(runs)).encode("utf-8"))
     return html
 
 

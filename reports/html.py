@@ -17,6 +17,7 @@ from matplotlib.colors import to_hex
 from recall_eval.store import load_run
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
+from reports.coverage import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
 from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
 
@@ -157,6 +158,7 @@ def render_html(run: Run, results: list[Result], suites: list[SuiteView]) -> str
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(results).items())
         or "–",
         metadata=metadata_rows(run),
+        coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info
         else "",
