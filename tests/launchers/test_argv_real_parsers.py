@@ -16,7 +16,7 @@ SGLANG_VERSION = "0.5.23"
 ROUTER_VERSION = "0.3.2"
 INSTALL_HINT = (
     f"pip install --no-deps sglang=={SGLANG_VERSION} sglang-router=={ROUTER_VERSION} "
-    "plus the packages in .ci/run / scripts/test.sh"
+    "plus the packages scripts/test.sh installs beside them"
 )
 
 OVERRIDE_SETS: dict[str, dict[str, object]] = {
@@ -115,7 +115,12 @@ def test_sglang_parses_every_server_argv(case, profile):
 @pytest.mark.sglang
 def test_pd_router_argv_parses_with_the_router_package():
     require_version("sglang-router", ROUTER_VERSION)
-    from sglang_router.launch_router import parse_router_args
+    try:
+        from sglang_router.launch_router import parse_router_args
+    except ImportError as err:  # its module imports setproctitle at the top
+        pytest.fail(
+            f"sglang_router.launch_router does not import ({err}): pip install setproctitle; {INSTALL_HINT}"
+        )
 
     for profile in shipped("sglang"):
         if not profile.pd:
