@@ -18,7 +18,7 @@ from reports.compare_report import (
     render_compare,
     write_compare,
 )
-from tests.reports.compare_builders import paired_results, run_of, store_run
+from tests.reports.compare_builders import paired_results, result, run_of, store_run
 from tests.reports.dom import Element, parse
 
 LENGTHS = (1000, 2000, 4509, 8000)
@@ -217,3 +217,34 @@ def test_three_variants_each_against_the_first(tmp_path: Path) -> None:
     assert pairs == {"B|A", "C|A"}
     assert len(dom.find_all("img", cls="diff-heatmap")) == 2
     assert (compare_dir / "diff-needle-2.png").is_file()
+
+
+def test_one_panel_per_suite_with_its_own_paired_test(tmp_path: Path) -> None:
+    a, b = paired_results([("miss", "pass", 1000)] * 4 + [("pass", "pass", 2000)] * 2)
+    a += [result(f"k{i}", "pass", 1000, suite="config") for i in range(3)]
+    b += [result(f"k{i}", "miss" if i else "pass", 1000, suite="config") for i in range(3)]
+    dirs = [
+        store_run(tmp_path, run_of(label, (1000, 2000), (0.0, 50.0, 100.0), run_id=f"r-{label}"), results)
+        for label, results in (("A", a), ("B", b))
+    ]
+    compare_dir = tmp_path / "compare-suites"
+    manifest = CompareManifest(
+        compare_id="suites",
+        created_at=1_700_000_000.0,
+        variants=tuple(
+            CompareVariant(label=label, run_dir=relative_run_dir(compare_dir, path))
+            for label, path in zip("AB", dirs, strict=True)
+        ),
+    )
+    dom = parse(write_compare(compare_dir, manifest).read_text(encoding="utf-8"))
+    assert [s.attrs["data-suite"] for s in dom.find_all("section", cls="suite-compare")] == [
+        "needle",
+        "config",
+    ]
+    config = dom.by_id("suite-config")
+    rows = {r.attrs["data-variant"]: r.attrs for r in config.find_all("tr", cls="suite-variant")}
+    assert (rows["A"]["data-passes"], rows["B"]["data-passes"], rows["B"]["data-answered"]) == ("3", "1", "3")
+    scopes = {r.attrs["data-scope"]: r.attrs for r in dom.find_all("tr", cls="paired-row")}
+    assert (scopes["suite:config"]["data-gained"], scopes["suite:config"]["data-lost"]) == ("0", "2")
+    assert (scopes["suite:needle"]["data-gained"], scopes["suite:needle"]["data-lost"]) == ("4", "0")
+    assert len(dom.find_all("img", cls="diff-heatmap")) == 2
