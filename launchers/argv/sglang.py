@@ -185,7 +185,7 @@ def pd_server_specs(profile: Profile) -> list[LaunchSpec]:
                 role=part.role,
                 name=name,
                 argv=tuple(argv),
-                env={**profile.env, **part.env, **precision_env},
+                env={**_capture_env(profile), **profile.env, **part.env, **precision_env},
                 host=profile.host,
                 port=part.port,
                 extra_ports=extra_ports,
