@@ -52,26 +52,64 @@ def _prompt_tokens(result: Result) -> int | None:
     return result.prompt_tokens
 
 
+def request_metrics(result: Result) -> dict[str, float]:
+    """One request's TTFT, prefill and decode speed (those measured); empty unless a live model answered."""
+    completion = result.completion
+    if result.outcome not in RECALL_OUTCOMES or completion is None:
+        return {}
+    values: dict[str, float] = {}
+    if completion.ttft_s:
+        values["ttft_s"] = completion.ttft_s
+        if tokens := _prompt_tokens(result):
+            values["prefill_tps"] = tokens / completion.ttft_s
+    if (speed := completion.decode_tokens_per_s) is not None:
+        values["decode_tps"] = speed
+    return values
+
+
 def throughput_of(results: Iterable[Result]) -> Throughput:
-    live = [r for r in results if r.outcome in RECALL_OUTCOMES and r.completion is not None]
-    ttft: list[float] = []
-    prefill: list[float] = []
-    decode: list[float] = []
-    for result in live:
-        completion = result.completion
-        assert completion is not None
-        if completion.ttft_s:
-            ttft.append(completion.ttft_s)
-            if tokens := _prompt_tokens(result):
-                prefill.append(tokens / completion.ttft_s)
-        if (speed := completion.decode_tokens_per_s) is not None:
-            decode.append(speed)
+    measured = [
+        request_metrics(r) for r in results if r.outcome in RECALL_OUTCOMES and r.completion is not None
+    ]
+
+    def median(name: str) -> float | None:
+        return percentile([m[name] for m in measured if name in m], 50)
+
     return Throughput(
-        ttft_s=percentile(ttft, 50),
-        prefill_tps=percentile(prefill, 50),
-        decode_tps=percentile(decode, 50),
-        samples=len(live),
+        ttft_s=median("ttft_s"),
+        prefill_tps=median("prefill_tps"),
+        decode_tps=median("decode_tps"),
+        samples=len(measured),
     )
+
+
+@dataclass(frozen=True)
+class SignTest:
+    """Per-request speed on identical cases: in how many pairs B was better or worse (exact sign test)."""
+
+    better: int  # B faster (for TTFT: lower)
+    worse: int
+    p_value: float  # two-sided; ties are left out
+
+
+def speed_sign_tests(a_results: Iterable[Result], b_results: Iterable[Result]) -> dict[str, SignTest]:
+    """For each metric, a sign test over the cases measured under both variants."""
+    a_by_id = {r.case_id: request_metrics(r) for r in a_results}
+    b_by_id = {r.case_id: request_metrics(r) for r in b_results}
+    tests = {}
+    for name, _, higher_is_better in METRICS:
+        better = worse = 0
+        for case_id in a_by_id.keys() & b_by_id.keys():
+            a_value, b_value = a_by_id[case_id].get(name), b_by_id[case_id].get(name)
+            if a_value is None or b_value is None or a_value == b_value:
+                continue
+            if (b_value > a_value) == higher_is_better:
+                better += 1
+            else:
+                worse += 1
+        # The sign test is the exact McNemar computation on the two discordant counts.
+        tests[name] = SignTest(better=better, worse=worse, p_value=mcnemar_exact(better, worse))
+    return tests
 
 
 def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
@@ -254,6 +292,7 @@ class PairFrame:
     by_length: dict[int, PairedTest]
     diff_grids: dict[str, DiffGrid]  # per suite: recall B - A per cell
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change B vs A
+    speed_tests: dict[str, SignTest] = field(default_factory=dict)  # metric -> per-request sign test
 
 
 def pair_frame(a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: VariantFrame) -> PairFrame:
@@ -276,6 +315,7 @@ def pair_frame(a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: Variant
             name: _pct_change(getattr(a.throughput, name), getattr(b.throughput, name))
             for name, _, _ in METRICS
         },
+        speed_tests=speed_sign_tests(a_run.results, b_run.results),
     )
 
 

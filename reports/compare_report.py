@@ -156,6 +156,10 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
             "throughput_change_pct": pair.throughput_change,
+            "speed_sign_tests": {
+                name: {"better": t.better, "worse": t.worse, "p_value": t.p_value}
+                for name, t in pair.speed_tests.items()
+            },
         }
         for pair in data.pairs
     ]

@@ -3,8 +3,9 @@
 Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
 test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
 cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
-medians and the memory plan where they differ; then the pairs the test had to leave out. Plain text:
-the template escapes it.
+medians (each with an exact sign test over the cases timed under both variants, so that noise is called
+noise) and the memory plan where they differ; then the pairs the test had to leave out. Plain text: the
+template escapes it.
 """
 
 from __future__ import annotations
@@ -85,14 +86,19 @@ def _details(pair: PairFrame) -> list[str]:
         details.append(
             f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
         )
-    speeds = [
-        f"{METRIC_WORDS[name]} {format_pct(change)}"
-        for name, _, _ in METRICS
-        if (change := pair.throughput_change.get(name)) is not None
-    ]
+    speeds = []
+    for name, _, _ in METRICS:
+        change = pair.throughput_change.get(name)
+        if change is None:
+            continue
+        sign = pair.speed_tests.get(name)
+        text = f"{METRIC_WORDS[name]} {format_pct(change)}"
+        if sign is not None and sign.better + sign.worse:
+            p_text = format_p(sign.p_value)
+            text += f" ({p_text})" if sign.p_value < SIGNIFICANCE else f" (not significant, {p_text})"
+        speeds.append(text)
     if speeds:
-        timed = f"{a.throughput.samples:,} and {b.throughput.samples:,} requests"
-        details.append(f"median {', '.join(speeds)} (over {timed})")
+        details.append("median " + ", ".join(speeds))
     if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
         slots = (
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens

@@ -156,6 +156,9 @@ def test_throughput_and_server_side_by_side(rendered: tuple[Path, str, Element])
     change = decode.find_all("td", cls="change")[0]
     assert float(change.attrs["data-change"]) == pytest.approx(10.0)
     assert change.text.strip() == "+10.0%"
+    sign = decode.find_all("td", cls="sign-test")[0].attrs
+    assert (sign["data-better"], sign["data-worse"]) == ("24", "0")  # the OOM case was timed under B only
+    assert float(sign["data-p"]) == pytest.approx(binomtest(0, 24, 0.5).pvalue)
     server = dom.by_id("server-compare")
     kv = server.find_all("tr", data_metric="kv_bytes_per_token")[0]
     assert [td.attrs["data-value"] for td in kv.find_all("td") if "data-value" in td.attrs] == ["132", "256"]

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binomtest
 
 from recall_eval.types import Outcome
-from reports.compare_frames import compare_frames, paired_test
+from reports.compare_frames import compare_frames, paired_test, speed_sign_tests
 from tests.reports.compare_builders import paired_results, result, variant
 
 
@@ -119,3 +119,22 @@ def test_memory_plan_read_from_nested_server_info() -> None:
     assert (mem_a.max_total_num_tokens, mem_a.kv_bytes_per_token) == (100_000, 132)
     assert (mem_b.max_total_num_tokens, mem_b.kv_bytes_per_token) == (87_000, 256)
     assert mem_a.time_to_ready_s == 3.0
+
+
+def test_speed_sign_test_matches_scipy() -> None:
+    # Decode gaps per case: B faster on 7 cases, slower on 2, tied on 1; TTFT lower (better) on 3, higher on 1.
+    a_gaps = [0.02] * 10
+    b_gaps = [0.01] * 7 + [0.04] * 2 + [0.02]
+    a_ttft = [0.5] * 10
+    b_ttft = [0.4] * 3 + [0.6] + [0.5] * 6
+    a = [result(f"s{i}", "pass", 1000, itl_s=a_gaps[i], ttft_s=a_ttft[i]) for i in range(10)]
+    b = [result(f"s{i}", "miss", 1000, itl_s=b_gaps[i], ttft_s=b_ttft[i]) for i in range(10)]
+    b.append(result("s-oom", "oom", 1000))  # no completion: not timed
+    tests = speed_sign_tests(a, b)
+    decode, ttft = tests["decode_tps"], tests["ttft_s"]
+    assert (decode.better, decode.worse) == (7, 2)
+    assert decode.p_value == pytest.approx(binomtest(2, 9, 0.5).pvalue)
+    assert (ttft.better, ttft.worse) == (3, 1)
+    assert ttft.p_value == pytest.approx(binomtest(1, 4, 0.5).pvalue)
+    # Prefill = prompt tokens / TTFT: better exactly where TTFT is lower.
+    assert (tests["prefill_tps"].better, tests["prefill_tps"].worse) == (3, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from recall_eval.types import Outcome
 from reports.compare_frames import compare_frames
 from reports.compare_verdict import format_p, verdict
-from tests.reports.compare_builders import paired_results, variant
+from tests.reports.compare_builders import paired_results, result, variant
 
 Pairs = list[tuple[Outcome, Outcome, int]]
 
@@ -28,7 +28,8 @@ def test_significant_recovery_from_a_length_up() -> None:
     assert "p < 0.001" in text
     assert "recall 52% → 100%" in text
     assert "effective length 2,000 → 8,000 tokens" in text
-    assert "decode speed +9.5%" in text
+    assert "decode speed +9.5% (p < 0.001)" in text  # faster on all 80 identical cases
+    assert "TTFT +0.0%," in text  # all ties: no test to report
     assert "KV slots -13.0%" in text
     assert text.endswith(".")
 
@@ -90,3 +91,11 @@ def test_format_p() -> None:
     assert format_p(0.0004) == "p < 0.001"
     assert format_p(0.0123) == "p = 0.012"
     assert format_p(1.0) == "p = 1"
+
+
+def test_speed_change_within_noise_is_called_not_significant() -> None:
+    a = [result(f"n{i}", "pass", 1000, itl_s=0.02) for i in range(6)]
+    # B's median decode is faster, but per case it is faster on 4 and slower on 2: p = 0.69.
+    b = [result(f"n{i}", "pass", 1000, itl_s=gap) for i, gap in enumerate([0.01] * 4 + [0.03] * 2)]
+    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    assert "decode speed +100.0% (not significant, p = 0.69)" in text
