@@ -17,7 +17,9 @@ SPEC = RunSpec(lengths=(338, 1000), depths=(0.0, 100.0), trials=1, seed=7)
 
 def store(planned: PlannedVariant, status: RunStatus = "finished", **spec_changes: object) -> RunStore:
     spec = planned.spec.model_copy(update=spec_changes)
-    run = Run(run_id=new_run_id(spec), spec=spec, profile=planned.profile, status=status, created_at=time.time())
+    run = Run(
+        run_id=new_run_id(spec), spec=spec, profile=planned.profile, status=status, created_at=time.time()
+    )
     return RunStore.create(run, runs_home())
 
 
@@ -43,7 +45,11 @@ def test_profile_name_variant_and_user_profiles_file(tmp_path: Path) -> None:
 
 def test_base_url_variants_are_labels() -> None:
     a, b = plan_variants(["old build", "new build"], SPEC, ["http://h:1/", "http://h:2"], model="m")
-    assert (a.profile.engine, a.profile.base_url, a.profile.served_model_name) == ("external", "http://h:1", "m")
+    assert (a.profile.engine, a.profile.base_url, a.profile.served_model_name) == (
+        "external",
+        "http://h:1",
+        "m",
+    )
     assert b.label == "new build" and b.profile.base_url == "http://h:2"
     with pytest.raises(BadInput, match="once per variant: 3 variants, 2 --base-url"):
         plan_variants(["a", "b", "c"], SPEC, ["http://h:1", "http://h:2"])
@@ -90,4 +96,6 @@ def test_compare_id_names_what_is_compared() -> None:
     assert compare_id(first) == compare_id(plan_variants(["fp8", "bf16"], SPEC))
     assert compare_id(first).startswith("fp8-vs-bf16-")
     assert compare_id(first) != compare_id(plan_variants(["bf16", "fp8"], SPEC))
-    assert compare_id(first) != compare_id(plan_variants(["fp8", "bf16"], SPEC.model_copy(update={"seed": 1})))
+    assert compare_id(first) != compare_id(
+        plan_variants(["fp8", "bf16"], SPEC.model_copy(update={"seed": 1}))
+    )
