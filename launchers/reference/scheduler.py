@@ -45,6 +45,7 @@ class OutOfMemoryEvent:
     error: BaseException
     prompt_tokens: int
     running_requests: int
+    free_tokens: int | None  # free KV slots before the failing step (None: the engine does not say)
 
 
 OnOutOfMemory = Callable[[OutOfMemoryEvent], NoReturn]
@@ -115,6 +116,7 @@ class Scheduler:
         post: Callable[[StepOutput | BaseException | _End], None],
     ) -> None:
         steps = 0
+        free_before: list[int | None] = [None]  # free KV slots before the latest step (SGLang's OOM line)
         try:
             while not self._turns.acquire(timeout=_ADMISSION_POLL_S):
                 if cancel.is_set():
@@ -126,7 +128,8 @@ class Scheduler:
                     job.prompt_ids, job.max_new_tokens, job.return_indexer_topk
                 )
                 try:
-                    step = self._first_step(generation, len(job.prompt_ids) + job.max_new_tokens, cancel)
+                    need = len(job.prompt_ids) + job.max_new_tokens
+                    step = self._first_step(generation, need, cancel, free_before)
                     while step is not None:
                         steps += 1
                         self._count_step(first=steps == 1)
@@ -134,6 +137,7 @@ class Scheduler:
                         if cancel.is_set() or step.finish_reason is not None:
                             break
                         with self._compute:
+                            free_before[0] = self._free_tokens()
                             step = next(generation, None)
                 finally:
                     generation.close()  # frees the KV slots, also on cancel and on error
@@ -142,34 +146,49 @@ class Scheduler:
             finally:
                 self._turns.release()
         except EngineOutOfMemory as exc:
-            self._die(exc, exc.phase, job)
+            self._die(exc, exc.phase, job, free_before[0])
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the waiting handler
             if is_allocation_failure(exc):
-                self._die(exc, "prefill" if steps == 0 else "decode", job)
+                self._die(exc, "prefill" if steps == 0 else "decode", job, free_before[0])
             post(exc)
         finally:
             self._count_end(started=steps > 0)
             post(_End())
 
     def _first_step(
-        self, generation: Iterator[StepOutput], need: int, cancel: threading.Event
+        self,
+        generation: Iterator[StepOutput],
+        need: int,
+        cancel: threading.Event,
+        free_before: list[int | None],
     ) -> StepOutput | None:
         """The first step (admission + prefill), started once the pool can take `need` tokens."""
-        available = getattr(self._engine, "available_tokens", None)
-        if not callable(available) or need > self._engine.max_total_tokens:
+        if self._free_tokens() is None or need > self._engine.max_total_tokens:
             return next(generation, None)  # the engine waits (or refuses) without the compute lock
         while not cancel.is_set():
             with self._compute:
-                if available() >= need:
+                free_before[0] = self._free_tokens()
+                if (free_before[0] or 0) >= need:
                     return next(generation, None)
             with self._room:
                 self._room.wait(timeout=_ADMISSION_POLL_S)
         return None
 
-    def _die(self, exc: BaseException, phase: Literal["prefill", "decode"], job: GenerationJob) -> NoReturn:
+    def _free_tokens(self) -> int | None:
+        available = getattr(self._engine, "available_tokens", None)
+        return int(available()) if callable(available) else None
+
+    def _die(
+        self,
+        exc: BaseException,
+        phase: Literal["prefill", "decode"],
+        job: GenerationJob,
+        free_tokens: int | None,
+    ) -> NoReturn:
         with self._lock:
             running = self._counters.running
-        self._on_out_of_memory(OutOfMemoryEvent(phase, exc, len(job.prompt_ids), max(running, 1)))
+        event = OutOfMemoryEvent(phase, exc, len(job.prompt_ids), max(running, 1), free_tokens)
+        self._on_out_of_memory(event)
 
     def _count_step(self, first: bool) -> None:
         with self._lock:

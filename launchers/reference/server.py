@@ -68,14 +68,11 @@ def build_engine(settings: EngineSettings) -> Engine:
     return ReferenceEngine(settings)
 
 
-def die_out_of_memory(engine: Engine, event: OutOfMemoryEvent) -> NoReturn:
+def die_out_of_memory(event: OutOfMemoryEvent) -> NoReturn:
     """Log SGLang's allocation-failure lines, then exit non-zero like a crashed GPU server."""
     with _death_lock:
         tokens = event.prompt_tokens if event.phase == "prefill" else event.running_requests
-        available = getattr(engine, "available_tokens", None)
-        if callable(available):
-            available = available()
-        message = sglang_log.out_of_memory_message(event.phase, tokens, available)
+        message = sglang_log.out_of_memory_message(event.phase, tokens, event.free_tokens)
         scheduler_log.error(message)
         try:
             raise RuntimeError(message) from event.error
@@ -180,7 +177,7 @@ def load_engine(runtime: Runtime, limit: int | None) -> None:
         f"kv_bytes_per_token={engine.kv_bytes_per_token}, "
         f"memory_limit={'none' if limit is None else f'{limit / GIB:.3f} GiB (RLIMIT_DATA)'}"
     )
-    scheduler = Scheduler(engine, args.max_running_requests, lambda event: die_out_of_memory(engine, event))
+    scheduler = Scheduler(engine, args.max_running_requests, die_out_of_memory)
     try:
         for _ in engine.generate(engine.encode("warm up"), 1):
             pass
