@@ -117,3 +117,19 @@ def test_heatmap_colours_follow_the_shares():
     green, red = np.array([0x0C, 0xD7, 0x9F]) / 255, np.array([0xF0, 0x49, 0x6E]) / 255
     assert (np.abs(image - green).sum(axis=-1) < 0.05).sum() > 200
     assert (np.abs(image - red).sum(axis=-1) < 0.05).sum() > 200
+
+
+def test_failures_table_names_each_misses_cause(tmp_path: Path):
+    run_dir = store_run(tmp_path, run_of("v", LENGTHS), covered_results())
+    dom = parse(render_report(run_dir).read_text(encoding="utf-8"))
+    causes = {
+        row.attrs["data-case-id"]: [pill.attrs["data-cause"] for pill in row.find_all("span", cls="cause")]
+        for row in dom.by_id("failures").find_all("tr", cls="failure")
+    }
+    assert causes == {
+        "c2": ["generation"],
+        "c4": ["selection"],
+        "c5": ["selection"],
+        "c6": ["generation"],
+        "c7": [],
+    }
