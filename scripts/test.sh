@@ -9,8 +9,10 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 python3 -m pip install -q -e '.[test]'
 # SGLang itself, without its CUDA stack: only its parser and torch references are imported in tests.
-python3 -m pip install -q --no-deps sglang==0.5.23 apache-tvm-ffi==0.1.11 compressed-tensors==0.18.0
+# sglang-router's own parser checks the PD router argv; transformers is pinned as sglang 0.5.23 pins it.
+python3 -m pip install -q --no-deps sglang==0.5.23 sglang-router==0.3.2 apache-tvm-ffi==0.1.11 \
+  compressed-tensors==0.18.0
 python3 -m pip install -q triton orjson pybase64 requests pillow starlette msgspec pyzmq tqdm IPython \
-  aiohttp transformers loguru gguf einops
+  aiohttp transformers==5.19.0 setproctitle loguru gguf einops
 
 python3 -m pytest -q "$@"
