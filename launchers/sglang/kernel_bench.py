@@ -1,0 +1,169 @@
+"""Timing and peak-memory measurements of the index-K kernels (used by validate_on_gpu.py).
+
+Times are medians of `triton.testing.do_bench` (CUDA events, L2 flushed before every run), so a 32 MB
+working set is read from HBM, not from the 60 MB L2. Bandwidth counts the bytes the kernel must move:
+every key's pool bytes once, plus the fp32 logits written. On a CPU (the interpreter dry run) times are
+one wall-clock run and mean nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from launchers.sglang.kernel_checks import random_queries
+from launchers.sglang.kernels import layout
+from launchers.sglang.kernels._logits_core import LogitsConfig
+from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, IndexKDtype
+from launchers.sglang.kernels.paged_logits import paged_mqa_logits
+from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
+
+HEADS = 64
+
+
+def median_ms(fn: Callable[[], object], device: torch.device, rep_ms: int = 40) -> float:
+    if device.type == "cuda":
+        return float(triton.testing.do_bench(fn, warmup=10, rep=rep_ms, return_mode="median"))
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def copy_bandwidth_gbs(device: torch.device, nbytes: int) -> float:
+    """Device-to-device copy, bytes read plus bytes written per second, in GB/s."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_(0, 255)
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), device, rep_ms=100)
+    return 2 * nbytes / ms / 1e6
+
+
+def random_pool(kind: IndexKDtype, num_pages: int, device: torch.device, seed: int) -> torch.Tensor:
+    """A pool full of valid random keys (no NaN codes), written directly: timing needs no store pass."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    pool = layout.new_pool(num_pages, kind, device)
+    values = pool[:, : INDEX_PAGE_SIZE * 128] if kind == "fp8" else pool
+    chunk = 1 << 14  # pages per fill step, to bound the fp32 temporaries
+    for start in range(0, num_pages, chunk):
+        part = values[start : start + chunk]
+        target_dtype = torch.float8_e4m3fn if kind == "fp8" else torch.bfloat16
+        view = part.view(target_dtype)
+        view.copy_(torch.randn(view.shape, generator=gen, device=device).to(target_dtype))
+    if kind == "fp8":
+        scales = pool[:, INDEX_PAGE_SIZE * 128 :].view(torch.float32)
+        scales.copy_(torch.rand(scales.shape, generator=gen, device=device) * 0.01 + 1e-3)
+    return pool
+
+
+@dataclass(frozen=True)
+class DecodeTiming:
+    kind: IndexKDtype
+    keys: int  # context length of every request, in compressed tokens
+    batch: int
+    ms: float
+    gbs: float  # achieved: (pool bytes of all keys + logits bytes) / time
+
+    @property
+    def ns_per_key(self) -> float:
+        return self.ms * 1e6 / (self.keys * self.batch)
+
+
+def decode_tables(keys: int, batch: int, total_pages: int, seed: int, device: torch.device) -> torch.Tensor:
+    """Each request gets its own shuffled pages, spread over the whole pool."""
+    pages = keys // INDEX_PAGE_SIZE
+    gen = torch.Generator().manual_seed(seed)
+    chosen = torch.randperm(total_pages, generator=gen)[: pages * batch]
+    return chosen.view(batch, pages).to(device=device, dtype=torch.int32)
+
+
+def time_decode(
+    kind: IndexKDtype, pool: torch.Tensor, keys: int, batch: int, config: LogitsConfig, device: torch.device
+) -> DecodeTiming:
+    gen = torch.Generator(device=device).manual_seed(keys + batch)
+    table = decode_tables(keys, batch, pool.shape[0], keys * 7 + batch, device)
+    q8, weights = random_queries(batch, HEADS, gen, device)
+    q8 = q8.unsqueeze(1)
+    lens = torch.full((batch, 1), keys, dtype=torch.int32, device=device)
+    out = torch.empty(batch, keys, dtype=torch.float32, device=device)
+    ms = median_ms(
+        lambda: paged_mqa_logits(q8, pool, weights, lens, table, None, keys, out=out, config=config), device
+    )
+    moved = batch * keys * (layout.bytes_per_token(kind) + 4)
+    return DecodeTiming(kind, keys, batch, ms, moved / ms / 1e6)
+
+
+@dataclass(frozen=True)
+class PrefillMeasure:
+    path: str  # "triton bf16", "triton fp8", "torch gather bf16"
+    tokens: int  # prefill tokens (query rows); keys are tokens // 4
+    ms: float | None
+    peak_extra_bytes: int | None  # peak allocated during the call above what was allocated before it
+    logits_bytes: int
+    note: str = ""
+
+
+def _prefill_inputs(kind: IndexKDtype, tokens: int, device: torch.device, seed: int):
+    keys = tokens // 4
+    pages = -(-keys // INDEX_PAGE_SIZE)
+    pool = random_pool(kind, pages, device, seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q8, weights = random_queries(tokens, HEADS, gen, device)
+    lens = ((torch.arange(tokens, device=device) + 1) // 4).to(torch.int32)  # causal, in compressed tokens
+    table = torch.randperm(pages, generator=torch.Generator().manual_seed(seed)).to(device, torch.int32)[None]
+    return pool, q8, weights, lens, table, keys
+
+
+def _peak_extra(fn: Callable[[], object], device: torch.device) -> int | None:
+    if device.type != "cuda":
+        fn()
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
+def measure_prefill_kernel(
+    kind: IndexKDtype, tokens: int, config: LogitsConfig, device: torch.device, seed: int
+) -> PrefillMeasure:
+    pool, q8, weights, lens, table, keys = _prefill_inputs(kind, tokens, device, seed)
+    cu = torch.tensor([0, tokens], dtype=torch.int32, device=device)
+
+    def run() -> torch.Tensor:
+        return ragged_paged_mqa_logits(q8, pool, weights, lens, table, cu, tokens, keys, config=config)
+
+    peak = _peak_extra(run, device)
+    ms = median_ms(run, device, rep_ms=200)
+    return PrefillMeasure(f"triton {kind}", tokens, ms, peak, tokens * keys * 4)
+
+
+def gather_logits_torch(q8, pool, weights, lens, table, keys) -> torch.Tensor:
+    """The first bf16 read path, kept lean: gather every row's pages into `[rows, pages, page_bytes]`
+    (as SGLang's fp8_paged_mqa_logits_torch does), one bmm for q.k, ReLU in place, one bmm for the
+    weighted head sum. The gathered tensor is what runs out of memory."""
+    rows = q8.shape[0]
+    gathered = pool[table.expand(rows, -1).long()]  # [rows, pages, page_bytes]
+    kv = gathered.view(torch.bfloat16).view(rows, -1, 128)
+    scores = torch.bmm(kv, q8.to(torch.bfloat16).transpose(1, 2)).relu_()  # [rows, pages * 64, H]
+    del gathered, kv
+    logits = torch.bmm(scores, weights.to(torch.bfloat16).unsqueeze(-1)).squeeze(-1).float()
+    positions = torch.arange(logits.shape[1], device=logits.device)
+    return logits.masked_fill_(positions[None, :] >= lens[:, None], 0.0)[:, :keys]
+
+
+def measure_prefill_gather(tokens: int, device: torch.device, seed: int) -> PrefillMeasure:
+    pool, q8, weights, lens, table, keys = _prefill_inputs("bf16", tokens, device, seed)
+    gathered_bytes = tokens * table.shape[1] * pool.shape[1]
+    try:
+        peak = _peak_extra(lambda: gather_logits_torch(q8, pool, weights, lens, table, keys), device)
+    except torch.OutOfMemoryError:
+        return PrefillMeasure(
+            "torch gather bf16", tokens, None, None, tokens * keys * 4,
+            note=f"OOM: the gathered pages alone need {gathered_bytes / 2**30:.0f} GiB",
+        )  # fmt: skip
+    return PrefillMeasure("torch gather bf16", tokens, None, peak, tokens * keys * 4)

@@ -1,0 +1,281 @@
+"""Build, check and time the bf16 (and fp8) index-K kernels in one run; print a table; write KERNELS.md.
+
+    python -m launchers.sglang.validate_on_gpu --md launchers/sglang/KERNELS.md --json out.json
+    TRITON_INTERPRET=1 python -m launchers.sglang.validate_on_gpu --quick     # CPU dry run, tiny sizes
+
+Sections: correctness on fresh random inputs with NaN-poisoned outputs (max relative error against fp64
+math on the fp32 keys, top-k overlap with the exact top-k at index_topk 512 and 1024); a launch-shape
+sweep; decode time and bandwidth against the copy bandwidth measured in the same run; prefill time and
+peak memory of the on-the-fly kernel against the gather path. Targets are checked and printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import platform
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+from launchers.sglang import kernel_bench as kb
+from launchers.sglang import kernel_checks as kc
+from launchers.sglang.kernels._logits_core import LogitsConfig
+from launchers.sglang.kernels.layout import IndexKDtype
+
+KINDS: tuple[IndexKDtype, ...] = ("bf16", "fp8")
+FULL = {
+    "copy_bytes": 4 << 30,
+    "paged_lengths": [4096, 9000, 16384, 32768, 50000, 65536, 131072, 131072 - 37],
+    "ragged": (32768, 1024),
+    "store_rows": 100_000,
+    "topks": (512, 1024),
+    "decode_keys": [4096, 16384, 65536, 131072, 262144, 524288],
+    "decode_batches": [1, 4, 16, 64],
+    "sweep_points": [(131072, 1), (524288, 1), (65536, 16)],
+    "prefill_tokens": [22528, 131072],
+}
+QUICK = {
+    "copy_bytes": 1 << 20,
+    "paged_lengths": [300, 700, 77],
+    "ragged": (600, 6),
+    "store_rows": 100,
+    "topks": (64, 128),
+    "decode_keys": [128, 512],
+    "decode_batches": [1, 2],
+    "sweep_points": [(512, 1)],
+    "prefill_tokens": [256],
+}
+DECODE_CANDIDATES = [LogitsConfig(4, 2), LogitsConfig(4, 3), LogitsConfig(8, 3), LogitsConfig(4, 4)]
+RAGGED_CANDIDATES = [
+    LogitsConfig(4, 3, block_q=2),
+    LogitsConfig(8, 3, block_q=4),
+    LogitsConfig(4, 3, block_q=1),
+]
+
+
+def correctness(sizes: dict, device: torch.device) -> tuple[list[kc.StoreCheck], list[kc.LogitsCheck]]:
+    stores, logits = [], []
+    for i, kind in enumerate(KINDS):
+        stores.append(kc.check_store(kind, sizes["store_rows"], 10 + i, device))
+        stores.append(kc.check_fused_store(kind, sizes["store_rows"], False, 20 + i, device))
+        stores.append(kc.check_fused_store(kind, sizes["store_rows"], True, 30 + i, device))
+        logits.append(kc.check_paged(kind, sizes["paged_lengths"], kb.HEADS, sizes["topks"], 40 + i, device))
+        context, rows = sizes["ragged"]
+        logits.append(kc.check_ragged(kind, context, rows, kb.HEADS, sizes["topks"], 50 + i, device))
+    return stores, logits
+
+
+def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, dict, list[str]]:
+    """Pick the fastest launch shape per kind: decode on the sweep points, prefill on the first size."""
+    lines, best_decode, best_ragged = [], {}, {}
+    for kind in KINDS:
+        totals = {}
+        for cfg in DECODE_CANDIDATES:
+            totals[cfg] = sum(
+                kb.time_decode(kind, pools[kind], k, b, cfg, device).ms for k, b in sizes["sweep_points"]
+            )
+            lines.append(f"decode {kind} warps={cfg.num_warps} stages={cfg.num_stages}: {totals[cfg]:.3f} ms")
+        best_decode[kind] = min(totals, key=totals.get)
+        rtimes = {}
+        for cfg in RAGGED_CANDIDATES:
+            rtimes[cfg] = kb.measure_prefill_kernel(kind, sizes["prefill_tokens"][0], cfg, device, 7).ms
+            lines.append(f"prefill {kind} block_q={cfg.block_q} warps={cfg.num_warps}: {rtimes[cfg]:.3f} ms")
+        best_ragged[kind] = min(rtimes, key=rtimes.get)
+    return best_decode, best_ragged, lines
+
+
+def _fmt_cfg(cfg: LogitsConfig) -> str:
+    return f"warps={cfg.num_warps} stages={cfg.num_stages} block_q={cfg.block_q}"
+
+
+def render(result: dict) -> str:
+    """The markdown report: tables first, then the targets."""
+    out = [
+        f"# Index-K kernels on {result['device']}",
+        "",
+        f"Date {result['date']}; torch {result['torch']}, triton {result['triton']}, python {result['python']}.",
+        f"Produced by `python -m launchers.sglang.validate_on_gpu` in one run. Measured copy bandwidth "
+        f"(device-to-device, read + write): **{result['copy_gbs']:.0f} GB/s**.",
+        "",
+        "## Correctness (fresh random inputs, NaN-poisoned outputs)",
+        "",
+        "Error is max over rows of max|out - exact| / max|exact|; exact is fp64 math on the fp32 keys, so it",
+        "includes what storing the keys in bf16 / fp8 costs; 'kernel only' measures against fp64 on the keys",
+        "as stored. q is fp8 e4m3 with its scale folded into signed head weights, as SGLang's q kernel makes it.",
+        "",
+        "| kind | path | rows | max len | all written | rel err vs fp32 | kernel only | "
+        + " | ".join(f"top-{k} overlap (mean / min)" for k in result["topks"])
+        + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(result["topks"]),
+    ]
+    for c in result["logits_checks"]:
+        overlaps = " | ".join(
+            f"{c['topk_overlap'][str(k)]:.4f} / {c['topk_overlap_min'][str(k)]:.4f}" for k in result["topks"]
+        )
+        out.append(
+            f"| {c['kind']} | {c['path']} | {c['rows']} | {c['max_len']} | {c['all_written']} | "
+            f"{c['rel_err_vs_fp32']:.2e} | {c['rel_err_vs_stored']:.2e} | {overlaps} |"
+        )
+    out += [
+        "",
+        "| kind | store path | rows | bytes equal to torch reference | max rel err vs fp64 |",
+        "|---|---|---|---|---|",
+    ]
+    for s in result["store_checks"]:
+        out.append(
+            f"| {s['kind']} | {s['path']} | {s['rows']} | {s['bytes_equal_fraction']:.6f} | {s['max_err_vs_exact']:.2e} |"
+        )
+    out += [
+        "",
+        "## Decode: paged logits, every request its own shuffled pages (L2 flushed before each run)",
+        "",
+        f"Launch shapes chosen by the sweep: bf16 {_fmt_cfg(result['decode_config']['bf16'])}, "
+        f"fp8 {_fmt_cfg(result['decode_config']['fp8'])}. Bytes = keys x (pool bytes per token + 4 logits bytes).",
+        "",
+        "| keys | batch | bf16 ms | bf16 GB/s | bf16 % of copy | fp8 ms | fp8 GB/s | fp8 % of copy | "
+        "bf16/fp8 time per key |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    copy = result["copy_gbs"]
+    for row in result["decode"]:
+        b, f = row["bf16"], row["fp8"]
+        out.append(
+            f"| {row['keys']} | {row['batch']} | {b['ms']:.4f} | {b['gbs']:.0f} | {100 * b['gbs'] / copy:.0f}% | "
+            f"{f['ms']:.4f} | {f['gbs']:.0f} | {100 * f['gbs'] / copy:.0f}% | {b['ms'] / f['ms']:.2f} |"
+        )
+    out += [
+        "",
+        "## Prefill: ragged logits over one request (causal; keys = tokens / 4)",
+        "",
+        f"Launch shapes: bf16 {_fmt_cfg(result['ragged_config']['bf16'])}, "
+        f"fp8 {_fmt_cfg(result['ragged_config']['fp8'])}.",
+        "",
+        "| path | prefill tokens | ms | peak extra memory | logits | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in result["prefill"]:
+        ms = "-" if p["ms"] is None else f"{p['ms']:.2f}"
+        peak = "-" if p["peak_extra_bytes"] is None else f"{p['peak_extra_bytes'] / 2**30:.2f} GiB"
+        out.append(
+            f"| {p['path']} | {p['tokens']} | {ms} | {peak} | {p['logits_bytes'] / 2**30:.2f} GiB | {p['note']} |"
+        )
+    out += ["", "## Targets", ""] + [
+        f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in result["targets"]
+    ]
+    out += ["", "## Launch-shape sweep", ""] + [f"- {line}" for line in result["sweep"]]
+    return "\n".join(out) + "\n"
+
+
+def targets(result: dict) -> list[tuple[bool, str]]:
+    found = []
+    for c in result["logits_checks"]:
+        if c["kind"] != "bf16":
+            continue
+        ok = c["rel_err_vs_fp32"] <= 1e-2 and c["all_written"]
+        found.append(
+            (ok, f"bf16 {c['path']}: rel err {c['rel_err_vs_fp32']:.2e} <= 1e-2, all entries written")
+        )
+        worst = min(c["topk_overlap"].values())
+        found.append((worst >= 0.99, f"bf16 {c['path']}: mean top-k overlap {worst:.4f} >= 0.99"))
+    copy = result["copy_gbs"]
+    big = [r for r in result["decode"] if r["keys"] >= 131072]
+    if big:
+        worst = min(r["bf16"]["gbs"] / copy for r in big)
+        found.append(
+            (worst >= 0.6, f"paged bf16 from 128K keys up: worst {100 * worst:.0f}% of copy bandwidth >= 60%")
+        )
+    ratio = max(r["bf16"]["ms"] / r["fp8"]["ms"] for r in result["decode"])
+    found.append((ratio <= 2.2, f"bf16 time per key within 2.2x of fp8: worst {ratio:.2f}x"))
+    for p in result["prefill"]:
+        if p["path"].startswith("triton") and p["peak_extra_bytes"] is not None:
+            extra = p["peak_extra_bytes"] - p["logits_bytes"]
+            found.append(
+                (extra <= p["logits_bytes"], f"{p['path']} at {p['tokens']} tokens: memory beyond the logits "
+                 f"{extra / 2**20:.1f} MiB (no intermediate larger than the logits)")
+            )  # fmt: skip
+    return found
+
+
+def run(quick: bool) -> dict:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sizes = QUICK if quick else FULL
+    result: dict = {
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU ({platform.processor()})",
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "topks": list(sizes["topks"]),
+    }
+    print(f"device {result['device']}", flush=True)
+    result["copy_gbs"] = kb.copy_bandwidth_gbs(device, sizes["copy_bytes"])
+    print(f"copy bandwidth {result['copy_gbs']:.0f} GB/s", flush=True)
+    stores, logits = correctness(sizes, device)
+    result["store_checks"] = [dataclasses.asdict(s) for s in stores]
+    result["logits_checks"] = [
+        {**dataclasses.asdict(c), "topk_overlap": {str(k): v for k, v in c.topk_overlap.items()},
+         "topk_overlap_min": {str(k): v for k, v in c.topk_overlap_min.items()}}
+        for c in logits
+    ]  # fmt: skip
+    print("correctness done", flush=True)
+    max_pages = max(sizes["decode_keys"]) * max(sizes["decode_batches"]) // 64
+    pools = {kind: kb.random_pool(kind, max_pages, device, 3) for kind in KINDS}
+    best_decode, best_ragged, lines = sweep(sizes, pools, device)
+    result["sweep"] = lines
+    result["decode_config"] = {k: dataclasses.asdict(v) | {} for k, v in best_decode.items()}
+    result["ragged_config"] = {k: dataclasses.asdict(v) for k, v in best_ragged.items()}
+    print("\n".join(lines), flush=True)
+    result["decode"] = []
+    for keys in sizes["decode_keys"]:
+        for batch in sizes["decode_batches"]:
+            row = {"keys": keys, "batch": batch}
+            for kind in KINDS:
+                t = kb.time_decode(kind, pools[kind], keys, batch, best_decode[kind], device)
+                row[kind] = {"ms": t.ms, "gbs": t.gbs, "ns_per_key": t.ns_per_key}
+            result["decode"].append(row)
+    del pools
+    result["prefill"] = []
+    for tokens in sizes["prefill_tokens"]:
+        for kind in KINDS:
+            result["prefill"].append(
+                dataclasses.asdict(kb.measure_prefill_kernel(kind, tokens, best_ragged[kind], device, 11))
+            )
+            torch.cuda.empty_cache() if device.type == "cuda" else None
+        result["prefill"].append(dataclasses.asdict(kb.measure_prefill_gather(tokens, device, 11)))
+        torch.cuda.empty_cache() if device.type == "cuda" else None
+    result["decode_config"] = {k: LogitsConfig(**v) for k, v in result["decode_config"].items()}
+    result["ragged_config"] = {k: LogitsConfig(**v) for k, v in result["ragged_config"].items()}
+    result["targets"] = targets(result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the CPU interpreter dry run)")
+    parser.add_argument("--md", type=Path, help="write the markdown report here")
+    parser.add_argument("--json", type=Path, help="write every number here")
+    args = parser.parse_args(argv)
+    result = run(args.quick)
+    text = render(result)
+    print(text)
+    if args.md:
+        args.md.write_text(text)
+    if args.json:
+        serial = {
+            **result,
+            "decode_config": {k: dataclasses.asdict(v) for k, v in result["decode_config"].items()},
+            "ragged_config": {k: dataclasses.asdict(v) for k, v in result["ragged_config"].items()},
+        }
+        args.json.write_text(json.dumps(serial, indent=1))
+    return 0 if all(ok for ok, _ in result["targets"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The index-K kernels against their torch references, and the references against fp32 math.
+
+On a machine without CUDA these run in Triton's CPU interpreter (conftest sets TRITON_INTERPRET=1), at
+small sizes; on a GPU the same tests run the compiled kernels. Outputs are poisoned (NaN / 0xFF) first.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from launchers.sglang import kernel_checks as kc
+from launchers.sglang.kernels import layout
+from launchers.sglang.kernels import reference as ref
+from launchers.sglang.kernels.paged_logits import paged_mqa_logits
+from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
+from launchers.sglang.kernels.store import store_index_k
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+KINDS = ("bf16", "fp8")
+
+
+def test_layout_matches_sglang_bytes_per_token() -> None:
+    # SGLang: get_dsv4_indexer_bytes_per_token(128, False) == 128 + 128 // 128 * 4
+    assert layout.bytes_per_token("fp8") == 132
+    assert layout.bytes_per_token("bf16") == 256
+    assert layout.page_bytes("fp8") == 64 * 132
+    assert layout.pool_kind(layout.new_pool(3, "bf16")) == "bf16"
+    assert layout.pool_kind(layout.new_pool(3, "fp8").view(3, 64, 1, 132)) == "fp8"
+    with pytest.raises(ValueError, match="neither fp8"):
+        layout.pool_kind(torch.zeros(2, 1000, dtype=torch.uint8))
+
+
+def test_reference_scores_match_explicit_fp32_loops() -> None:
+    gen = torch.Generator().manual_seed(1)
+    q, w, k = (
+        torch.randn(2, 3, 128, generator=gen),
+        torch.randn(2, 3, generator=gen),
+        torch.randn(5, 128, generator=gen),
+    )
+    got = ref.index_scores(q, w, k)
+    for t in range(2):
+        for s in range(5):
+            want = sum(float(w[t, h]) * max(float(q[t, h] @ k[s]), 0.0) for h in range(3))
+            assert abs(float(got[t, s]) - want) <= 1e-4 * max(1.0, abs(want))
+
+
+def test_reference_fp8_quantization_is_sglangs_rule() -> None:
+    k = torch.tensor([[0.0] * 127 + [0.0], [1.0] * 64 + [-2.0] * 64])
+    values, scale = ref.quantize_fp8_rows(k)
+    assert scale[0].item() == pytest.approx(1e-4 / 448)  # amax floor
+    assert scale[1].item() == pytest.approx(2.0 / 448)
+    assert values[1].float().abs().max().item() == 448.0
+
+
+def test_reference_hadamard_is_orthonormal_sylvester() -> None:
+    h = ref.hadamard_matrix(128)
+    assert torch.allclose(h @ h.T, torch.eye(128, dtype=torch.float64), atol=1e-12)
+    assert h[0].eq(h[0, 0]).all() and h[1, 1] == -h[1, 0]
+
+
+def test_reference_store_load_roundtrip() -> None:
+    gen = torch.Generator().manual_seed(2)
+    for kind in KINDS:
+        pool = layout.new_pool(4, kind)
+        k = torch.randn(50, 128, generator=gen)
+        loc = torch.randperm(256, generator=gen)[:50]
+        ref.store_keys(pool, k, loc)
+        assert torch.equal(ref.load_keys(pool, loc), ref.stored_precision(k, kind))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_kernel_writes_reference_bytes(kind: str) -> None:
+    check = kc.check_store(kind, 150, 3, DEVICE)
+    assert check.bytes_equal_fraction == 1.0
+    assert check.max_err_vs_exact < (5e-3 if kind == "bf16" else 7e-2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("is_decode", [False, True])
+def test_fused_norm_rope_hadamard_store(kind: str, is_decode: bool) -> None:
+    check = kc.check_fused_store(kind, 48, is_decode, 4, DEVICE)
+    # bf16: fp32 vs fp64 epilogue may flip a rounding at a near-tie; fp8 also moves the row scale by an ulp
+    assert check.bytes_equal_fraction > (0.999 if kind == "bf16" else 0.99)
+    assert check.max_err_vs_exact < (5e-3 if kind == "bf16" else 7e-2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_paged_logits(kind: str) -> None:
+    check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE)
+    assert check.all_written
+    assert check.rel_err_vs_stored < 1e-5
+    assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ragged_logits(kind: str) -> None:
+    check = kc.check_ragged(kind, 400, 9, 16, (64,), 6, DEVICE)
+    assert check.all_written
+    assert check.rel_err_vs_stored < 1e-5
+    assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
+
+
+def test_ragged_matches_paged_over_several_requests_at_sixty_four_heads() -> None:
+    """Requests of 0, 5 and 7 query rows; every row through both kernels must agree."""
+    gen = torch.Generator(device=DEVICE).manual_seed(7)
+    pool = layout.new_pool(24, "bf16", DEVICE)
+    store_index_k(
+        torch.randn(24 * 64, 128, generator=gen, device=DEVICE), torch.arange(24 * 64, device=DEVICE), pool
+    )
+    table = torch.randperm(24, generator=torch.Generator().manual_seed(7)).int().view(3, 8).to(DEVICE)
+    cu = torch.tensor([0, 0, 5, 12], dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor(
+        [70, 71, 72, 73, 74, 200, 300, 400, 450, 500, 511, 512], dtype=torch.int32, device=DEVICE
+    )
+    q = torch.randn(12, 64, 128, generator=gen, device=DEVICE).bfloat16()
+    w = torch.randn(12, 64, generator=gen, device=DEVICE)
+    ragged = torch.full((12, 512), float("nan"), device=DEVICE)
+    ragged_paged_mqa_logits(q, pool, w, lens, table[:3], cu, 7, 512, out=ragged)
+    row_table = torch.cat([table[1].expand(5, -1), table[2].expand(7, -1)])
+    paged = torch.full((12, 512), float("nan"), device=DEVICE)
+    paged_mqa_logits(q.unsqueeze(1), pool, w, lens.view(-1, 1), row_table, None, 512, out=paged)
+    assert torch.equal(ragged.isnan(), paged.isnan())
+    assert torch.allclose(ragged.nan_to_num(), paged.nan_to_num(), rtol=1e-5, atol=1e-4)
+
+
+def test_paged_logits_rejects_what_sglang_never_passes() -> None:
+    pool = layout.new_pool(2, "bf16", DEVICE)
+    q = torch.zeros(1, 2, 16, 128, device=DEVICE)
+    lens, table, w = (
+        torch.ones(1, 1, dtype=torch.int32, device=DEVICE),
+        torch.zeros(1, 2, dtype=torch.int32, device=DEVICE),
+        torch.zeros(1, 16, device=DEVICE),
+    )
+    with pytest.raises(ValueError, match="next_n=1"):
+        paged_mqa_logits(q, pool, w, lens, table, None, 128)
+    with pytest.raises(ValueError, match="clean_logits"):
+        paged_mqa_logits(q[:, :1], pool, w, lens, table, None, 128, True)
