@@ -121,9 +121,16 @@ def _config_layers(family: Family, model_config: Mapping[str, Any] | None) -> in
 
 
 def dsa_entries_are_positions(last_row: np.ndarray, prompt_tokens: int) -> bool:
-    """The probe's last prompt row (layers, topk) of a DSA model: positions {0..P-1} in every layer?"""
+    """The probe's last prompt row (layers, topk) of a DSA model: positions {0..P-1} in every layer?
+
+    With index_topk below the probe's length only a subset can be checked: topk values, all below P."""
     wanted = set(range(prompt_tokens))
-    return all({int(v) for v in layer if v >= 0} == wanted for layer in last_row)
+    topk = last_row.shape[-1]
+    for layer in last_row:
+        chosen = {int(v) for v in layer if v >= 0}
+        if chosen != wanted and not (topk < prompt_tokens and len(chosen) == topk and chosen <= wanted):
+            return False
+    return True
 
 
 def resolve_layout(

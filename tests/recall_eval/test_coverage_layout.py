@@ -48,6 +48,11 @@ def test_dsa_positions_are_told_from_physical_slots():
     slots = _row(61, 2048, [64, 65, 66, 67, 68, 69])  # SGLang never hands out slot 0
     with pytest.raises(LayoutError, match="SGLANG_DSA_FUSE_TOPK=0"):
         resolve_layout({}, V32, slots, prompt)
+    # index_topk below the probe's length: a full row of positions below P is all that can be checked
+    subset = _row(61, 4, [5, 0, 3, 1])
+    assert resolve_layout({}, V32, subset, prompt, profile_topk=4).kind == "token"
+    with pytest.raises(LayoutError, match="physical KV slots"):
+        resolve_layout({}, V32, _row(61, 4, [65, 66, 67, 68]), prompt, profile_topk=4)
 
 
 def test_index_topk_from_the_server_override_then_profile_then_config():
