@@ -48,7 +48,7 @@ from reports.compare_report import (
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
-_RESUMABLE = ("interrupted", "failed", "running")
+_RESUMABLE = ("interrupted", "failed")  # not "running": another process may still be writing it
 
 
 @dataclass(frozen=True)
