@@ -40,7 +40,6 @@ from launchers.reference.tokenizer import ChatTokenizer, train_tokenizer
 from launchers.reference.train_data import Batch, Sample, bucket_batches, make_batch
 
 TOPK_CHOICES = (16, 32, 64, 128, 256, 512)
-VAL_LENGTHS = (1024, 4096, 8192, 16384)
 VAL_TOPK = 512
 KINDS = ("needle",)
 
@@ -108,10 +107,10 @@ def shard_specs(seed: int, n_shards: int, tokenizer_path: str, max_tokens: int) 
     return specs
 
 
-def validation_sets(tokenizer_path: str, n: int) -> dict[int, list[Sample]]:
+def validation_sets(tokenizer_path: str, n: int, lengths: tuple[int, ...]) -> dict[int, list[Sample]]:
     """Held-out training-pool documents (seeds no shard uses), random code values, per length."""
     out = {}
-    for j, length in enumerate(VAL_LENGTHS):
+    for j, length in enumerate(lengths):
         w = words_for_tokens(length)
         out[length] = make_shard(ShardSpec(777_000_000 + j, n, w, w, KINDS, 1.0, tokenizer_path))
     return out
@@ -130,8 +129,12 @@ def greedy_recall(
     return float(np.mean(hits))
 
 
+def autocast(device: torch.device) -> torch.autocast:
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
 def losses(model: ReferenceModel, batch: Batch, topk: int | None) -> tuple[torch.Tensor, dict]:
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with autocast(batch.tokens.device):
         logits, kl = model.forward_train(batch.tokens, batch.qpos, topk)
     ce = F.cross_entropy(
         logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=-100, reduction="none"
@@ -153,7 +156,7 @@ def losses(model: ReferenceModel, batch: Batch, topk: int | None) -> tuple[torch
 
 
 def train(args: argparse.Namespace) -> None:
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
     out = Path(args.out)
@@ -167,7 +170,7 @@ def train(args: argparse.Namespace) -> None:
         args.batch_tokens,
         args.seed,
     )
-    val = validation_sets(tok_path, args.val_cases)
+    val = validation_sets(tok_path, args.val_cases, tuple(int(n) for n in args.val_lengths.split(",")))
     model = ReferenceModel(model_config(tok)).to(device)
     n_params = count_parameters(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -176,7 +179,7 @@ def train(args: argparse.Namespace) -> None:
         [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
         lr=args.lr,
         betas=(0.9, 0.95),
-        fused=True,
+        fused=device.type == "cuda",
     )
     source.wait(8)
     print(f"params {n_params}; data ready after {time.time() - t_start:.1f}s", flush=True)
@@ -223,7 +226,7 @@ def train(args: argparse.Namespace) -> None:
         if time.time() - last_val > args.val_every or time.time() - t0 >= budget:
             last_val = time.time()
             model.eval()
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with autocast(device):
                 recalls = {n: greedy_recall(model, s, tok, VAL_TOPK, device) for n, s in val.items()}
             model.train()
             score = float(np.mean(list(recalls.values())))
@@ -266,6 +269,7 @@ def main() -> None:
     p_train.add_argument("--out", type=Path, required=True)
     p_train.add_argument("--minutes", type=float, default=7.0)
     p_train.add_argument("--seed", type=int, default=1)
+    p_train.add_argument("--device", default="cuda")
     p_train.add_argument("--workers", type=int, default=12)
     p_train.add_argument("--shards", type=int, default=4000)
     p_train.add_argument("--max-tokens", type=int, default=4600)
@@ -276,6 +280,9 @@ def main() -> None:
     p_train.add_argument("--dense-max-frac", type=float, default=0.35)
     p_train.add_argument("--val-every", type=float, default=45.0)
     p_train.add_argument("--val-cases", type=int, default=16)
+    p_train.add_argument(
+        "--val-lengths", default="1024,4096,8192,16384", help="prompt tokens, comma-separated"
+    )
     args = parser.parse_args()
     if args.cmd == "tokenizer":
         build_tokenizer(args.out, args.vocab_size)
