@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from launchers.sglang import bf16_indexer, bf16_runtime
-from launchers.sglang.bf16_runtime import PatchRefused, announce
+from launchers.sglang.refusal import PatchRefused, announce
 
 ENV_VAR = "SGLANG_DSV4_BF16_INDEX_K"
 SUPPORTED_SGLANG = "0.5.23"
@@ -49,19 +48,24 @@ class Target:
         return f"{self.module}.{self.path}"
 
 
+def _runtime() -> ModuleType:
+    # imported only when a target module is patched: it pulls in torch, triton and the kernels
+    return importlib.import_module("launchers.sglang.bf16_runtime")
+
+
 def _guard(name: str) -> Callable[[Callable[..., Any], ModuleType], Callable[..., Any]]:
-    return lambda original, _mod: bf16_runtime.fp8_only_guard(original, name)
+    return lambda original, _mod: _runtime().fp8_only_guard(original, name)
 
 
 TARGETS: tuple[Target, ...] = (
     Target(
         POOL, "get_dsv4_indexer_bytes_per_token", ("index_head_dim", "use_fp4_indexer"),
-        lambda original, _mod: bf16_runtime.bytes_per_token_fn(original),
+        lambda original, _mod: _runtime().bytes_per_token_fn(original),
         called_from=("DeepSeekV4IndexerPool.get_bytes_per_token",),
     ),
     Target(
         POOL, "DeepSeekV4IndexerPool._create_buffer", ("self",),
-        lambda original, _mod: bf16_runtime.create_buffer_fn(original),
+        lambda original, _mod: _runtime().create_buffer_fn(original),
     ),
     Target(POOL, "DeepSeekV4IndexerPool.get_index_k_scale_buffer",
            ("self", "layer_id", "seq_len_tensor", "page_indices", "seq_len_sum", "max_seq_len"),
@@ -73,25 +77,25 @@ TARGETS: tuple[Target, ...] = (
     Target(POOL, "DeepSeekV4IndexerPool.get_index_k_with_scale_buffer", ("self", "layer_id")),
     Target(
         POOL, "DeepSeekV4TokenToKVPool.pd_kv_layout", ("self",),
-        lambda original, _mod: bf16_runtime.pd_layout_fn(original),
+        lambda original, _mod: _runtime().pd_layout_fn(original),
     ),
     Target(
         CONFIGURATOR, "get_dsv4_indexer_bytes_per_token", ("index_head_dim", "use_fp4_indexer"),
-        lambda original, _mod: bf16_runtime.bytes_per_token_fn(original),
+        lambda original, _mod: _runtime().bytes_per_token_fn(original),
     ),
     Target(
         COMPRESSOR, "compress_norm_rope_store",
         ("kv", "plan", "norm_weight", "norm_eps", "freq_cis", "out_loc", "kvcache", "page_size", "use_fp4",
          "bf16_store", "kvcache_scale", "rope_cache", "fp4_k_write_metadata", "layout", "fp8_2buff",
          "kvcache_rope"),
-        lambda original, _mod: bf16_runtime.compress_store_fn(original),
+        lambda original, _mod: _runtime().compress_store_fn(original),
         called_from=("CompressorBackendMixin._forward_compress_all_in_one",),
     ),
     Target(
         INDEXER, "C4IndexerBackendMixin.forward_c4_indexer",
         ("self", "x", "q_lora", "c4_indexer", "forward_batch", "alt_streams", "enable_multi_stream",
          "q_lora_ready", "skip_compressor", "q_lora_quant"),
-        lambda _original, mod: bf16_indexer.make_forward_c4_indexer(mod),
+        lambda _original, mod: importlib.import_module("launchers.sglang.bf16_indexer").make_forward_c4_indexer(mod),
     ),
     # relied on by the replacement forward_c4_indexer, not replaced
     Target(INDEXER, "C4IndexerBackendMixin._forward_prepare_normal",

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from launchers.sglang.bf16_runtime import PatchRefused
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
+from launchers.sglang.refusal import PatchRefused
 
 
 def _match_rows(tensor: torch.Tensor, rows: int, pad_value: int) -> torch.Tensor:

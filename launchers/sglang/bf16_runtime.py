@@ -13,7 +13,6 @@ bf16_index_k.py installs these in place of SGLang's functions (see README.md for
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,17 +20,9 @@ import torch
 
 from launchers.sglang.kernels.layout import HEAD_DIM, as_page_rows, pool_kind
 from launchers.sglang.kernels.store import norm_rope_hadamard_store
+from launchers.sglang.refusal import PatchRefused, announce
 
 PD_LAYOUT_SUFFIX = ",index_k:bf16"
-
-
-class PatchRefused(RuntimeError):
-    """The patch cannot run here; str(self) is one line saying what, why and what to do."""
-
-
-def announce(message: str) -> None:
-    """One line in the server log (stderr), whatever SGLang's logging config is."""
-    print(f"[recall-eval] {message}", file=sys.stderr, flush=True)
 
 
 def bytes_per_token_fn(original: Callable[[int, bool], int]) -> Callable[[int, bool], int]:

@@ -25,7 +25,7 @@ from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 HEADS = 64
 
 
-def median_ms(fn: Callable[[], object], device: torch.device, rep_ms: int = 40) -> float:
+def median_ms(fn: Callable[[], object], device: torch.device, rep_ms: int = 25) -> float:
     if device.type == "cuda":
         return float(triton.testing.do_bench(fn, warmup=10, rep=rep_ms, return_mode="median"))
     start = time.perf_counter()

@@ -17,6 +17,7 @@ import datetime
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -62,8 +63,9 @@ def correctness(sizes: dict, device: torch.device) -> tuple[list[kc.StoreCheck],
     stores, logits = [], []
     for i, kind in enumerate(KINDS):
         stores.append(kc.check_store(kind, sizes["store_rows"], 10 + i, device))
-        stores.append(kc.check_fused_store(kind, sizes["store_rows"], False, 20 + i, device))
-        stores.append(kc.check_fused_store(kind, sizes["store_rows"], True, 30 + i, device))
+        fused_rows = min(sizes["store_rows"], 30_000)  # prefill plan rows address out_loc by a u16 id
+        stores.append(kc.check_fused_store(kind, fused_rows, False, 20 + i, device))
+        stores.append(kc.check_fused_store(kind, fused_rows, True, 30 + i, device))
         logits.append(kc.check_paged(kind, sizes["paged_lengths"], kb.HEADS, sizes["topks"], 40 + i, device))
         context, rows = sizes["ragged"]
         logits.append(kc.check_ragged(kind, context, rows, kb.HEADS, sizes["topks"], 50 + i, device))
@@ -89,8 +91,9 @@ def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, dict, l
     return best_decode, best_ragged, lines
 
 
-def _fmt_cfg(cfg: LogitsConfig) -> str:
-    return f"warps={cfg.num_warps} stages={cfg.num_stages} block_q={cfg.block_q}"
+def _fmt_cfg(cfg: LogitsConfig, block_q: bool = True) -> str:
+    text = f"warps={cfg.num_warps} stages={cfg.num_stages}"
+    return f"{text} block_q={cfg.block_q}" if block_q else text
 
 
 def render(result: dict) -> str:
@@ -134,8 +137,8 @@ def render(result: dict) -> str:
         "",
         "## Decode: paged logits, every request its own shuffled pages (L2 flushed before each run)",
         "",
-        f"Launch shapes chosen by the sweep: bf16 {_fmt_cfg(result['decode_config']['bf16'])}, "
-        f"fp8 {_fmt_cfg(result['decode_config']['fp8'])}. Bytes = keys x (pool bytes per token + 4 logits bytes).",
+        f"Launch shapes chosen by the sweep: bf16 {_fmt_cfg(result['decode_config']['bf16'], False)}, "
+        f"fp8 {_fmt_cfg(result['decode_config']['fp8'], False)}. Bytes = keys x (pool bytes per token + 4 logits bytes).",
         "",
         "| keys | batch | bf16 ms | bf16 GB/s | bf16 % of copy | fp8 ms | fp8 GB/s | fp8 % of copy | "
         "bf16/fp8 time per key |",
@@ -214,9 +217,14 @@ def run(quick: bool) -> dict:
         "python": platform.python_version(),
         "topks": list(sizes["topks"]),
     }
-    print(f"device {result['device']}", flush=True)
+    started = time.perf_counter()
+
+    def progress(what: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {what}", flush=True)
+
+    progress(f"device {result['device']}")
     result["copy_gbs"] = kb.copy_bandwidth_gbs(device, sizes["copy_bytes"])
-    print(f"copy bandwidth {result['copy_gbs']:.0f} GB/s", flush=True)
+    progress(f"copy bandwidth {result['copy_gbs']:.0f} GB/s")
     stores, logits = correctness(sizes, device)
     result["store_checks"] = [dataclasses.asdict(s) for s in stores]
     result["logits_checks"] = [
@@ -224,14 +232,13 @@ def run(quick: bool) -> dict:
          "topk_overlap_min": {str(k): v for k, v in c.topk_overlap_min.items()}}
         for c in logits
     ]  # fmt: skip
-    print("correctness done", flush=True)
+    progress("correctness done")
     max_pages = max(sizes["decode_keys"]) * max(sizes["decode_batches"]) // 64
     pools = {kind: kb.random_pool(kind, max_pages, device, 3) for kind in KINDS}
     best_decode, best_ragged, lines = sweep(sizes, pools, device)
     result["sweep"] = lines
-    result["decode_config"] = {k: dataclasses.asdict(v) | {} for k, v in best_decode.items()}
-    result["ragged_config"] = {k: dataclasses.asdict(v) for k, v in best_ragged.items()}
-    print("\n".join(lines), flush=True)
+    result["decode_config"], result["ragged_config"] = best_decode, best_ragged
+    progress("sweep done:\n" + "\n".join(lines))
     result["decode"] = []
     for keys in sizes["decode_keys"]:
         for batch in sizes["decode_batches"]:
@@ -241,6 +248,7 @@ def run(quick: bool) -> dict:
                 row[kind] = {"ms": t.ms, "gbs": t.gbs, "ns_per_key": t.ns_per_key}
             result["decode"].append(row)
     del pools
+    progress("decode table done")
     result["prefill"] = []
     for tokens in sizes["prefill_tokens"]:
         for kind in KINDS:
@@ -250,8 +258,7 @@ def run(quick: bool) -> dict:
             torch.cuda.empty_cache() if device.type == "cuda" else None
         result["prefill"].append(dataclasses.asdict(kb.measure_prefill_gather(tokens, device, 11)))
         torch.cuda.empty_cache() if device.type == "cuda" else None
-    result["decode_config"] = {k: LogitsConfig(**v) for k, v in result["decode_config"].items()}
-    result["ragged_config"] = {k: LogitsConfig(**v) for k, v in result["ragged_config"].items()}
+    progress("prefill done")
     result["targets"] = targets(result)
     return result
 

@@ -20,7 +20,7 @@ from launchers.sglang.kernels._triton_utils import interpreting
 from launchers.sglang.kernels.layout import HEAD_DIM, as_page_rows, pool_kind
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["page_table_stride", "out_stride", "pages_per_split"])
 def index_logits_kernel(
     q_ptr,
     w_ptr,
@@ -81,7 +81,7 @@ def index_logits_kernel(
         for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
             page = tl.load(page_table_row + p).to(tl.int64)
             if KIND_FP8:
-                page_bytes: tl.constexpr = PAGE_SIZE * (D + 4)
+                page_bytes = PAGE_SIZE * (D + 4)
                 k = tl.load(pool_u8 + page * page_bytes + j[:, None] * D + d[None, :]).to(
                     tl.float8e4nv, bitcast=True
                 )

@@ -43,7 +43,7 @@ def _store_rows(
     page = slot.to(tl.int64) // PAGE_SIZE
     off = slot.to(tl.int64) % PAGE_SIZE
     if KIND_FP8:
-        page_bytes: tl.constexpr = PAGE_SIZE * (D + 4)
+        page_bytes = PAGE_SIZE * (D + 4)
         scale = tl.maximum(tl.max(tl.abs(x), axis=1), 1e-4) / 448.0
         codes = to_e4m3_bits(x * (1.0 / scale)[:, None], BIT_EXACT)
         tl.store(pool_u8 + (page * page_bytes + off * D)[:, None] + d[None, :], codes, mask=ok[:, None])
@@ -55,7 +55,7 @@ def _store_rows(
         )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def _store_kernel(
     k_ptr,
     loc_ptr,
@@ -78,7 +78,7 @@ def _store_kernel(
     _store_rows(pool_u8, pool_f32, pool_bf16, x.to(tl.float32), slot, ok, KIND_FP8, PAGE_SIZE, D, BIT_EXACT)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows", "compress_ratio"])
 def _norm_rope_hadamard_store_kernel(
     kv_ptr,
     plan_ptr,
