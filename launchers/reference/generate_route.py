@@ -77,6 +77,8 @@ async def generate_response(
     try:
         if not await consume(request, text_steps(ready.scheduler, job, stops, record)):
             return Response(status_code=499)
+    except ValueError as exc:  # the engine refused the input (e.g. token ids outside the vocabulary)
+        return JSONResponse(api.generate_error_body(str(exc)), status_code=400)
     except Exception as exc:  # noqa: BLE001 - an engine failure is the request's 500, not the server's
         logger.exception("Error in request")
         return JSONResponse(api.generate_error_body(f"Internal server error: {exc}"), status_code=500)
@@ -129,6 +131,9 @@ async def _generate_events(
                         api.generate_output(rid, released, record.output_ids, prompt_tokens, None, None)
                     )
         yield api.sse(_final_output(ready, job, record, rid, time.perf_counter() - received))
+    except ValueError as exc:  # the engine refused the input
+        error = {"message": str(exc), "type": "invalid_request_error", "code": 400, "retryable": False}
+        yield api.sse({"error": error})
     except Exception as exc:  # noqa: BLE001 - reported in-band: the HTTP status is already sent
         logger.exception("Error in request")
         error = {"message": f"Internal server error: {exc}", "type": "invalid_request_error", "code": 500}

@@ -217,8 +217,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     runtime = Runtime(args)
     app = create_app(runtime)
     threading.Thread(target=load_engine, args=(runtime, limit), name="engine-loader", daemon=True).start()
+    # log_config=None: uvicorn's lines (access log included, as SGLang keeps it) go through our format
     uvicorn.run(
-        app, host=args.host, port=args.port, log_config=None, log_level=args.log_level, access_log=False
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=5,
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -47,51 +48,41 @@ class SpeedRow:
     total_s: float
 
 
-def calibrated_content(client: httpx.Client, target: int) -> str:
-    """User content whose rendered chat prompt is exactly `target` tokens (or as close as words allow)."""
+def calibrated_prompt_ids(client: httpx.Client, target: int) -> list[int]:
+    """Token ids of a rendered chat prompt (template + generation prompt) of exactly `target` tokens."""
 
-    def count(n_words: int) -> int:
+    def tokens(n_words: int) -> list[int]:
         messages = [{"role": "user", "content": words(n_words, seed=11)}]
-        return client.post("/v1/tokenize", json={"messages": messages}).json()["count"]
+        return client.post("/v1/tokenize", json={"messages": messages}).json()["tokens"]
 
     lo, hi = 1, max(2, target)
-    while count(hi) < target:
+    while len(tokens(hi)) < target:
         hi *= 2
     while lo < hi:  # smallest word count reaching the target
         mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
-    content = words(lo, seed=11)
-    tokens = client.post("/v1/tokenize", json={"prompt": content}).json()["tokens"]
-    overshoot = count(lo) - target
-    if overshoot > 0:  # trim the content token-wise to land exactly on the target
-        content = client.post("/v1/detokenize", json={"tokens": tokens[:-overshoot]}).json()["text"]
-    return content
+        lo, hi = (mid + 1, hi) if len(tokens(mid)) < target else (lo, mid)
+    ids = tokens(lo)
+    tail = tokens(1)[-1:]  # keep the generation prompt at the end when trimming
+    return ids[: target - len(tail)] + tail if len(ids) > target else ids
 
 
-def timed_chat(
-    client: httpx.Client, content: str, max_tokens: int
-) -> tuple[int, int, float, list[float], float]:
-    body = {
-        "messages": [{"role": "user", "content": content}],
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    chunk_times: list[float] = []
-    usage: dict[str, int] = {}
+def timed_generate(
+    client: httpx.Client, prompt_ids: list[int], max_new_tokens: int
+) -> tuple[int, list[float], float]:
+    """Streamed /generate (one event per token): completion tokens, event times after sending, total."""
+    body = {"input_ids": prompt_ids, "sampling_params": {"max_new_tokens": max_new_tokens}, "stream": True}
+    times: list[float] = []
+    completion = 0
     sent = time.perf_counter()
-    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+    with client.stream("POST", "/generate", json=body) as response:
         response.raise_for_status()
         for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            event = json.loads(line[len("data: ") :])
-            if event.get("usage"):
-                usage = event["usage"]
-            if event["choices"] and event["choices"][0]["delta"].get("content"):
-                chunk_times.append(time.perf_counter())
-    total = time.perf_counter() - sent
-    return usage["prompt_tokens"], usage["completion_tokens"], sent, chunk_times, total
+            if line.startswith("data: ") and line != "data: [DONE]":
+                event = json.loads(line[len("data: ") :])
+                if event["meta_info"]["completion_tokens"] > completion:
+                    completion = event["meta_info"]["completion_tokens"]
+                    times.append(time.perf_counter() - sent)
+    return completion, times, time.perf_counter() - sent
 
 
 def run_speed(args: argparse.Namespace) -> None:
@@ -110,20 +101,24 @@ def run_speed(args: argparse.Namespace) -> None:
             ]
             server = start_server(Path(logs), *flags)
             try:
-                ready_s = wait_ready(server, 60.0, started)
+                ready_s = wait_ready(server, 120.0, started)
                 with httpx.Client(base_url=server.base_url, timeout=600.0) as client:
-                    content = calibrated_content(client, args.prompt_tokens)
-                    timed_chat(client, "warm up", 2)
-                    prompt, completion, sent, times, total = timed_chat(client, content, args.answer_tokens)
+                    prompt_ids = calibrated_prompt_ids(client, args.prompt_tokens)
+                    timed_generate(client, prompt_ids[:64], 2)  # warm-up
+                    completion, times, total = timed_generate(client, prompt_ids, args.answer_tokens)
             finally:
                 server.stop()
-        ttft = times[0] - sent if times else total
-        decode = (completion - 1) / (times[-1] - times[0]) if len(times) > 1 and completion > 1 else None
-        rows.append(SpeedRow(dtype, ready_s, prompt, completion, ttft, decode, total))
+        decode = (completion - 1) / (times[-1] - times[0]) if completion > 1 else None
+        rows.append(SpeedRow(dtype, ready_s, len(prompt_ids), completion, times[0], decode, total))
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"\nreference server, {args.prompt_tokens}-token prompt + {args.answer_tokens}-token answer (HTTP, streamed)"
+        f"\nreference server over HTTP (streamed /generate), {args.prompt_tokens}-token prompt + "
+        f"{args.answer_tokens}-token answer; {os.cpu_count()} CPUs, load average {load}"
     )
-    header = f"{'index_k':>8} {'ready s':>8} {'prompt':>7} {'answer':>7} {'TTFT s':>8} {'prefill tok/s':>14} {'decode tok/s':>13} {'total s':>8}"
+    header = (
+        f"{'index_k':>8} {'ready s':>8} {'prompt':>7} {'answer':>7} {'TTFT s':>8} "
+        f"{'prefill tok/s':>14} {'decode tok/s':>13} {'total s':>8}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -134,11 +129,21 @@ def run_speed(args: argparse.Namespace) -> None:
         )
 
 
-def probe(log_dir: Path, dtype: str, args: argparse.Namespace, prompt_ids: list[int], length: int) -> str:
-    """'ok', 'prefill-oom', 'startup-oom' or 'other: ...' for one fresh server and one prompt."""
+def probe(
+    log_dir: Path,
+    dtype: str,
+    args: argparse.Namespace,
+    prompt_ids: list[int],
+    length: int,
+    kv_bytes: dict[str, int],
+) -> str:
+    """'ok', 'prefill-oom', 'startup-oom' or 'other: ...' for one fresh server and one prompt.
+
+    Records the server's kv_bytes_per_token in kv_bytes[dtype].
+    """
     flags = [
         "--memory-limit-gb", str(args.memory_limit_gb), "--max-total-tokens", str(args.max_total_tokens),
-        "--context-length", str(args.max_total_tokens), "--index-k-dtype", dtype,
+        "--context-length", str(args.max_prompt_tokens + 64), "--index-k-dtype", dtype,
     ]  # fmt: skip
     started = time.perf_counter()
     server = start_server(log_dir, *flags)
@@ -147,6 +152,8 @@ def probe(log_dir: Path, dtype: str, args: argparse.Namespace, prompt_ids: list[
             wait_ready(server, 120.0, started)
         except AssertionError:
             return "startup-oom" if "Not enough memory" in server.log() else "other: did not start"
+        info = httpx.get(f"{server.base_url}/server_info", timeout=30).json()
+        kv_bytes[dtype] = info["kv_bytes_per_token"]
         body = {"input_ids": prompt_ids[:length], "sampling_params": {"max_new_tokens": 1}}
         try:
             response = httpx.post(f"{server.base_url}/generate", json=body, timeout=PROBE_TIMEOUT_S)
@@ -180,22 +187,23 @@ def reference_ids(log_dir: Path, n: int) -> list[int]:
 def run_oom(args: argparse.Namespace) -> None:
     with TemporaryDirectory() as logs:
         log_dir = Path(logs)
-        hi_start = args.max_total_tokens - 64
+        hi_start = args.max_prompt_tokens
         ids = reference_ids(log_dir, hi_start)
         results = {}
+        kv_bytes: dict[str, int] = {}
         for dtype in args.dtypes:
             lo, hi = 1, hi_start  # lo survives, hi dies (checked)
-            top = probe(log_dir, dtype, args, ids, hi)
+            top = probe(log_dir, dtype, args, ids, hi, kv_bytes)
             if top != "prefill-oom":
                 results[dtype] = f"no prefill death up to {hi} tokens ({top})"
                 continue
-            bottom = probe(log_dir, dtype, args, ids, lo)
+            bottom = probe(log_dir, dtype, args, ids, lo, kv_bytes)
             if bottom != "ok":
                 results[dtype] = f"even a 1-token prompt fails ({bottom})"
                 continue
             while hi - lo > args.resolution:
                 mid = (lo + hi) // 2
-                outcome = probe(log_dir, dtype, args, ids, mid)
+                outcome = probe(log_dir, dtype, args, ids, mid, kv_bytes)
                 print(f"  {dtype}: {mid} tokens -> {outcome}", flush=True)
                 if outcome == "ok":
                     lo = mid
@@ -208,9 +216,11 @@ def run_oom(args: argparse.Namespace) -> None:
         f"\nprefill death length under RLIMIT_DATA={args.memory_limit_gb} GiB, "
         f"--max-total-tokens {args.max_total_tokens} (bisected to {args.resolution} tokens)"
     )
-    print(f"{'index_k':>8}  result")
+    print(f"{'index_k':>8} {'KV B/token':>10} {'pool MiB':>9}  result")
     for dtype, result in results.items():
-        print(f"{dtype:>8}  {result}")
+        per_token = kv_bytes.get(dtype, 0)
+        pool_mib = per_token * args.max_total_tokens / 2**20
+        print(f"{dtype:>8} {per_token:>10} {pool_mib:>9.1f}  {result}")
 
 
 def main() -> None:
@@ -225,6 +235,7 @@ def main() -> None:
     oom = sub.add_parser("oom")
     oom.add_argument("--memory-limit-gb", type=float, required=True)
     oom.add_argument("--max-total-tokens", type=int, required=True)
+    oom.add_argument("--max-prompt-tokens", type=int, default=32000, help="upper end of the bisection")
     oom.add_argument("--resolution", type=int, default=256)
     oom.add_argument("--dtypes", nargs="+", default=["fp8", "bf16"], choices=["fp8", "bf16"])
     args = parser.parse_args()

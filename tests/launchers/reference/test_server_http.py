@@ -334,7 +334,19 @@ def test_two_simultaneous_requests_both_complete(server: ServerProcess) -> None:
     assert all(r.json()["usage"]["completion_tokens"] >= 1 for r in responses)
 
 
-def test_client_disconnect_stops_generation(server: ServerProcess, http: httpx.Client) -> None:
+def wait_idle(http: httpx.Client, before: int, max_tokens: int) -> None:
+    """The server drops to no running/queued request soon, having generated fewer than max_tokens."""
+    deadline = time.perf_counter() + 10
+    while time.perf_counter() < deadline:
+        state = http.get("/server_info").json()["internal_states"][0]
+        if state["#running-req"] == 0 and state["#queue-req"] == 0:
+            assert state["generated_tokens_total"] - before < max_tokens
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"generation still running 10 s after the client left: {state}")
+
+
+def test_streaming_client_disconnect_stops_generation(server: ServerProcess, http: httpx.Client) -> None:
     body = chat_body("Count forever. " + words(50), max_tokens=4000, stream=True)
     before = http.get("/server_info").json()["internal_states"][0]["generated_tokens_total"]
     with httpx.Client(base_url=server.base_url, timeout=60.0) as client:
@@ -344,11 +356,19 @@ def test_client_disconnect_stops_generation(server: ServerProcess, http: httpx.C
                 seen += line.startswith("data: ")
                 if seen >= 3:
                     break
-    deadline = time.perf_counter() + 10
-    while time.perf_counter() < deadline:
-        state = http.get("/server_info").json()["internal_states"][0]
-        if state["#running-req"] == 0 and state["#queue-req"] == 0:
-            assert state["generated_tokens_total"] - before < 4000
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"generation still running 10 s after the client left: {state}")
+    wait_idle(http, before, 4000)
+
+
+def test_non_streaming_client_disconnect_stops_generation(server: ServerProcess, http: httpx.Client) -> None:
+    body = {"text": "Count forever. " + words(50), "sampling_params": {"max_new_tokens": 4000}}
+    before = http.get("/server_info").json()["internal_states"][0]["generated_tokens_total"]
+    with httpx.Client(base_url=server.base_url, timeout=1.5) as client, pytest.raises(httpx.ReadTimeout):
+        client.post("/generate", json=body)
+    wait_idle(http, before, 4000)
+
+
+def test_token_ids_outside_the_vocabulary_are_a_400(http: httpx.Client) -> None:
+    response = http.post(
+        "/generate", json={"input_ids": [1, 2, 10**9], "sampling_params": {"max_new_tokens": 2}}
+    )
+    assert response.status_code == 400 and "error" in response.json()
