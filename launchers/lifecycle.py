@@ -24,7 +24,7 @@ from typing import Any
 from launchers.argv import LaunchSpec, build_command
 from launchers.classify import classify_death, relevant_lines
 from launchers.oom_killer import oom_kill_count
-from launchers.ports import require_free
+from launchers.ports import free_port, require_free
 from launchers.processes import ServerProcess
 from launchers.readiness import (
     NotReadyInTime,
@@ -276,7 +276,10 @@ def launch(
 
     Raises BadInput for a profile that cannot be launched, UserError for a busy port, and
     ServerStartError (with the classified death and the relevant log lines) if it dies or times out.
+    A single-server profile with port 0 gets a port that is free now (kept across relaunches).
     """
+    if profile.port == 0 and not profile.pd and profile.engine != "external":
+        profile = profile.model_copy(update={"port": free_port(profile.host)})
     server = LaunchedServer(
         profile,
         build_command(profile),

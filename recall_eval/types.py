@@ -180,7 +180,7 @@ class Profile(_Frozen):
     model_path: str | None = None  # model dir / hub id; None for the reference engine's bundled weights
     served_model_name: str | None = None
     host: str = "127.0.0.1"
-    port: int = 30000
+    port: int = 30000  # 0: launchers pick a port that is free at launch
     base_url: str | None = None  # for engine="external"
     tp: int = 1
     mem_fraction_static: float | None = None
