@@ -97,6 +97,7 @@ class Calibrator:
         self.cache = cache if cache is not None else CalibrationCache()
         self.concurrency = concurrency
         self.tokenize_calls = 0
+        self._last_tokens: dict[str, tuple[str, list[int]]] = {}
 
     def _key(self, case: Case, filler_words: int, kind: str) -> str:
         return f"{self.tokenizer.name}|{case.id}|{filler_words}|{_digest(case.messages)}|{kind}"
@@ -107,7 +108,10 @@ class Calibrator:
         cached = self.cache.get(key)
         if cached is None:
             self.tokenize_calls += 1
-            cached = [await self.tokenizer.count_messages(case.messages)]
+            tokens = await self.tokenizer.tokenize_messages(case.messages)
+            # the latest probe's tokens, kept for measuring the needle offset without tokenizing again
+            self._last_tokens[case.id] = (_digest(case.messages), tokens)
+            cached = [len(tokens)]
             self.cache.put(key, cached)
         return _Probe(filler_words, cached[0])
 
@@ -189,16 +193,19 @@ class Calibrator:
         cached = self.cache.get(key)
         if cached is not None:
             return cached[0], cached[1]
-        full = await self.tokenizer.tokenize_messages(case.messages)
-        offsets = []
-        for cut in (span.char_start, span.char_end):
-            message = case.messages[span.message_index]
-            truncated = case.messages[: span.message_index] + (
-                ChatMessage(role=message.role, content=message.content[:cut]),
-            )
-            tokens = await self.tokenizer.tokenize_messages(truncated)
-            offsets.append(_common_prefix(full, tokens))
-        self.tokenize_calls += 3
+        digest, full = self._last_tokens.pop(case.id, ("", []))
+        if digest != _digest(case.messages):
+            self.tokenize_calls += 1
+            full = await self.tokenizer.tokenize_messages(case.messages)
+        message = case.messages[span.message_index]
+        prefixes = [
+            case.messages[: span.message_index]
+            + (ChatMessage(role=message.role, content=message.content[:cut]),)
+            for cut in (span.char_start, span.char_end)
+        ]
+        self.tokenize_calls += len(prefixes)
+        measured = await asyncio.gather(*(self.tokenizer.tokenize_messages(prefix) for prefix in prefixes))
+        offsets = [_common_prefix(full, tokens) for tokens in measured]
         start, end = offsets[0], max(offsets[1], offsets[0] + 1)
         self.cache.put(key, [start, end])
         return start, end
@@ -208,6 +215,7 @@ class Calibrator:
         case = recipe.render(words)
         prompt_tokens = (await self._count(recipe, words)).tokens
         start, end = await self._needle_offsets(case)
+        self._last_tokens.pop(case.id, None)
         calibrated = case.model_copy(
             update={
                 "prompt_tokens": prompt_tokens,
