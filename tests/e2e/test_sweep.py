@@ -8,6 +8,9 @@ launched and stopped by the sweep itself).
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -15,7 +18,7 @@ import pytest
 
 from recall_eval.calibration import tolerance
 from recall_eval.store import load_run
-from tests.e2e.cli import error_lines, run_cli
+from tests.e2e.cli import cli_argv, cli_env, error_lines, run_cli
 from tests.e2e.reference_server import ReferenceServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -113,3 +116,31 @@ def test_report_command_rerenders(server, tmp_path):
     assert (run_dir / "report.html").stat().st_size > 1000
     assert error_lines(rendered)[-1].startswith("recall")
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_ctrl_c_with_a_launched_server_stops_it(tmp_path):
+    port = free_port()
+    argv = cli_argv(
+        "sweep", "--lengths", "338..1000:3", "--depths", "0,50,100", "--trials", "1", "--max-tokens", "16",
+        "--context-length", "2048", "--port", str(port), "--out", "ctrlc",
+    )  # fmt: skip
+    process = subprocess.Popen(
+        argv,
+        env={**cli_env(), "RECALL_EVAL_HOME": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = tmp_path / "ctrlc" / "results.jsonl"
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and process.poll() is None:
+        if results.exists() and results.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    run, partial = load_run(tmp_path / "ctrlc")
+    assert run.status == "interrupted" and 1 <= len(partial) < 9
+    assert "recall-eval sweep --resume" in stderr
+    assert _servers_on(port) == []
