@@ -16,6 +16,7 @@ the served engine itself (KV pool, prefill + decode), one case at a time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing as mp
 import time
@@ -43,17 +44,25 @@ class EvalCase:
     expected: tuple[str, ...]
 
 
-def _calibrate(args: tuple[object, str]) -> EvalCase:
+@functools.cache
+def _recipes(params: object) -> list:
+    from suites.needle import needle_recipes  # offline tooling: see corpus.py
+
+    return needle_recipes(params)  # type: ignore[arg-type]
+
+
+def _calibrate(job: tuple[object, int, str]) -> EvalCase:
     """Largest filler whose rendered prompt fits in target_tokens (prompt length is monotone in words)."""
-    recipe, tok_path = args
+    params, index, tok_path = job
+    recipe = _recipes(params)[index]
     tok = ChatTokenizer(Path(tok_path))
 
     def ids_for(words: int) -> list[int]:
-        case = recipe.render(words)  # type: ignore[attr-defined]
+        case = recipe.render(words)
         return tok.encode(tok.chat_prompt([{"role": m.role, "content": m.content} for m in case.messages]))
 
-    target = recipe.target_tokens  # type: ignore[attr-defined]
-    words = recipe.words_guess(1.19)  # type: ignore[attr-defined]
+    target = recipe.target_tokens
+    words = recipe.words_guess(1.19)
     for _ in range(8):  # secant steps towards the target
         n = len(ids_for(words))
         if n == target:
@@ -63,17 +72,17 @@ def _calibrate(args: tuple[object, str]) -> EvalCase:
         words -= 1
     while len(ids_for(words + 1)) <= target:
         words += 1
-    case = recipe.render(words)  # type: ignore[attr-defined]
+    case = recipe.render(words)
     return EvalCase(target, case.depth_percent, case.trial, ids_for(words), case.expected)
 
 
 def build_cases(
     lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int, workers: int
 ) -> list[EvalCase]:
-    from suites.needle import NeedleParams, needle_recipes  # offline tooling: see corpus.py
+    from suites.needle import NeedleParams
 
-    recipes = needle_recipes(NeedleParams(tuple(lengths), tuple(depths), trials, seed, pool="eval"))
-    jobs = [(r, str(WEIGHTS_DIR / "tokenizer.json")) for r in recipes]
+    params = NeedleParams(tuple(lengths), tuple(depths), trials, seed, pool="eval")
+    jobs = [(params, i, str(WEIGHTS_DIR / "tokenizer.json")) for i in range(len(_recipes(params)))]
     if workers <= 1:
         return [_calibrate(j) for j in jobs]
     with mp.get_context("fork").Pool(workers) as pool:
@@ -86,8 +95,15 @@ def _score(answer: str, case: EvalCase, finished: bool) -> bool:
 
 
 def run_batched(
-    cases: list[EvalCase], dtypes: Sequence[str], topks: Sequence[int], device: str, batch: int, weights: Path
+    cases: list[EvalCase],
+    dtypes: Sequence[str],
+    topks: Sequence[int],
+    device: str,
+    batch: int,
+    weights: Path,
+    partial: Path | None = None,
 ) -> list[dict]:
+    """Batched greedy decoding on `device`; rows are also written to `partial` after each length."""
     from launchers.reference.greedy import greedy_from_states, prompt_states
     from launchers.reference.model import ReferenceModel
 
@@ -113,6 +129,8 @@ def run_batched(
         for (dtype, topk), p in passes.items():
             rows.append(_row(length, dtype, topk, p, group))
             print(json.dumps(rows[-1]), flush=True)
+        if partial is not None:
+            partial.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1) + "\n")
     return rows
 
 
@@ -218,10 +236,11 @@ def main() -> None:
     )
     print(f"{len(cases)} cases calibrated in {time.time() - t0:.1f}s", flush=True)
     dtypes, topks = args.dtypes.split(","), [int(k) for k in args.topks.split(",")]
+    rows: list[dict] = []
     if args.engine:
         rows = run_engine(cases, dtypes, topks, args.threads, args.weights)
     else:
-        rows = run_batched(cases, dtypes, topks, args.device, args.batch, args.weights)
+        rows = run_batched(cases, dtypes, topks, args.device, args.batch, args.weights, args.out)
     meta = {
         "seed": args.seed,
         "trials": args.trials,

@@ -60,7 +60,7 @@ def save_checkpoint(model: ReferenceModel, out: Path, meta: dict) -> None:
     model.save(out / "model.safetensors.tmp")
     (out / "model.safetensors.tmp").replace(out / "model.safetensors")
     (out / "config.json").write_text(model.cfg.to_json())
-    (out / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (out / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     if not (out / "tokenizer.json").exists():
         shutil.copy(WEIGHTS_DIR / "tokenizer.json", out / "tokenizer.json")
 
