@@ -201,6 +201,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_server_args(sys.argv[1:] if argv is None else argv, os.environ)
     sglang_log.configure_logging(args.log_level)
     server_log.info(f"server_args={args}")
+    # Idle OpenMP workers sleep instead of spinning. Spinning workers made decode ~15x slower as soon
+    # as other processes shared the 2 cores (measured under load: a one-token 256x768 linear took
+    # 20 us on 1 thread, 2.4 ms on 2 spinning threads, 40 us on 2 PASSIVE threads). Before torch's import.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import launchers.reference.engine  # noqa: F401 - torch's imports before the memory cap
 
     limit = None
