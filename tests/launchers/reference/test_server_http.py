@@ -372,3 +372,45 @@ def test_token_ids_outside_the_vocabulary_are_a_400(http: httpx.Client) -> None:
         "/generate", json={"input_ids": [1, 2, 10**9], "sampling_params": {"max_new_tokens": 2}}
     )
     assert response.status_code == 400 and "error" in response.json()
+
+
+# ----- SGLang's scheduler-level refusal and a full pool -----
+
+
+def test_prompt_that_leaves_no_room_is_aborted_like_sglang(http: httpx.Client) -> None:
+    info = http.get("/server_info").json()
+    limit = info["max_req_input_len"]  # min(context - 1, pool - 1) - 5, as SGLang computes it
+    assert limit == min(CONTEXT - 1, POOL - 1) - 5
+    tokens = http.post("/v1/tokenize", json={"prompt": words(CONTEXT, seed=9)}).json()["tokens"][: limit + 1]
+    expected = (
+        f"Input length ({limit + 1} tokens) exceeds the maximum allowed length ({limit} tokens). "
+        "Use a shorter input or enable --allow-auto-truncate."
+    )
+    body = {"input_ids": tokens, "sampling_params": {"max_new_tokens": 2}}
+    plain = http.post("/generate", json=body)
+    assert plain.status_code == 400 and plain.json() == {"error": {"message": expected}}
+    events = sse_events(http.post("/generate", json={**body, "stream": True}).text)
+    finish = json.loads(events[0])["meta_info"]["finish_reason"]
+    assert finish == {"type": "abort", "message": expected, "status_code": 400, "err_type": "BadRequestError"}
+    assert events[-1] == "[DONE]"
+
+
+def test_requests_wait_for_kv_room_and_all_complete(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    small = start_server(tmp_path, "--context-length", "2048", "--max-total-tokens", "2048")
+    try:
+        wait_ready(small, READY_DEADLINE_S, started)
+
+        async def three() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=small.base_url, timeout=120.0) as client:
+                ids = (await client.post("/v1/tokenize", json={"prompt": words(1200, seed=10)})).json()[
+                    "tokens"
+                ]
+                body = {"input_ids": ids[:900], "sampling_params": {"max_new_tokens": 40}}
+                return await asyncio.gather(*(client.post("/generate", json=body) for _ in range(3)))
+
+        responses = asyncio.run(three())  # 940 slots each: only two fit the 2048-slot pool at once
+        assert [r.status_code for r in responses] == [200, 200, 200]
+        assert len({tuple(r.json()["output_ids"]) for r in responses}) == 1  # greedy: same output
+    finally:
+        small.stop()
