@@ -148,6 +148,9 @@ def create_app(runtime: Runtime) -> FastAPI:
             "finished_requests_total": counters.finished,  # reference only
             "memory_in_use_bytes": data_segment_bytes(),  # reference only: VmData, what RLIMIT_DATA caps
         }
+        free = getattr(ready.engine, "available_tokens", None)
+        if callable(free):
+            internal["free_kv_tokens"] = int(free())  # reference only: KV slots no request holds
         return JSONResponse({**ready.startup_info, "internal_states": [internal]})
 
     @app.get("/model_info")

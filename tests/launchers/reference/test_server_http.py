@@ -341,6 +341,7 @@ def wait_idle(http: httpx.Client, before: int, max_tokens: int) -> None:
         state = http.get("/server_info").json()["internal_states"][0]
         if state["#running-req"] == 0 and state["#queue-req"] == 0:
             assert state["generated_tokens_total"] - before < max_tokens
+            assert state["free_kv_tokens"] == POOL  # the request's KV slots are back in the pool
             return
         time.sleep(0.1)
     raise AssertionError(f"generation still running 10 s after the client left: {state}")
