@@ -52,7 +52,7 @@ def _eager_extend_lens(indexer_mod: ModuleType, forward_batch: Any, rows: int) -
         or getattr(forward_batch, "_original_forward_mode", None) is not None
         or getattr(forward_batch, "tbo_parent_token_range", None) is not None
         or lens is None
-        or torch.cuda.is_current_stream_capturing()
+        or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
         or indexer_mod.is_in_breakable_cuda_graph()
         or indexer_mod.is_in_tc_piecewise_cuda_graph()
     ):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from launchers.sglang.kernels import reference as ref
+from launchers.sglang.kernels._logits_core import LogitsConfig
 from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, IndexKDtype, new_pool
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
@@ -105,7 +106,13 @@ def _score_rows(
 
 
 def check_paged(
-    kind: IndexKDtype, lengths: list[int], heads: int, topks: tuple[int, ...], seed: int, device: torch.device
+    kind: IndexKDtype,
+    lengths: list[int],
+    heads: int,
+    topks: tuple[int, ...],
+    seed: int,
+    device: torch.device,
+    config: LogitsConfig | None = None,
 ) -> LogitsCheck:
     """Decode: one query row per request, each over its own shuffled pages."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -118,7 +125,9 @@ def check_paged(
     max_len = max(lengths)
     out = torch.full((len(lengths), max_len), float("nan"), device=device)
     seq_lens = torch.tensor(lengths, dtype=torch.int32, device=device)
-    paged_mqa_logits(q8.unsqueeze(1), pool, weights, seq_lens.view(-1, 1), table, None, max_len, out=out)
+    paged_mqa_logits(
+        q8.unsqueeze(1), pool, weights, seq_lens.view(-1, 1), table, None, max_len, out=out, config=config
+    )
     written, e32, est, ov = _score_rows(
         out, q8, weights, lengths, lambda r: keys[r], lambda r: ref.stored_precision(keys[r], kind), topks
     )
@@ -136,6 +145,7 @@ def check_ragged(
     topks: tuple[int, ...],
     seed: int,
     device: torch.device,
+    config: LogitsConfig | None = None,
 ) -> LogitsCheck:
     """Prefill: `rows` query tokens of one request; row t sees the first `context - rows + t + 1` keys."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -149,7 +159,7 @@ def check_ragged(
     out = torch.full((rows, context), float("nan"), device=device)
     seq_lens = torch.tensor(lens, dtype=torch.int32, device=device)
     cu = torch.tensor([0, rows], dtype=torch.int32, device=device)
-    ragged_paged_mqa_logits(q8, pool, weights, seq_lens, table, cu, rows, context, out=out)
+    ragged_paged_mqa_logits(q8, pool, weights, seq_lens, table, cu, rows, context, out=out, config=config)
     written, e32, est, ov = _score_rows(
         out, q8, weights, lens, lambda r: keys[: lens[r]], lambda r: stored[: lens[r]], topks
     )

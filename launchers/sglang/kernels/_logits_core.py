@@ -1,10 +1,15 @@
 """The one Triton kernel behind both logits entry points (paged decode and ragged prefill).
 
 A program takes BLOCK_Q query rows of one request (BLOCK_Q = 1 for decode) and a range of that request's
-pages. It keeps the rows' queries as one `[BLOCK_Q * H, D]` tile and, page by page, loads the page's keys
-straight from the pool (no gathered copy), computes `[BLOCK_Q * H, PAGE_SIZE]` dot products on the tensor
-cores, applies ReLU and the per-head weights, sums the heads and writes the rows' logits for the page's
-tokens that lie inside each row's length. Nothing but the logits is written to memory.
+pages. It keeps the rows' queries as one `[BLOCK_Q * H, D]` tile and walks the pages PAGES_PER_ITER at a
+time, loading each page's keys straight from the pool (no gathered copy) into one `[keys, D]` tile, taking
+all (key, query-head) dot products on the tensor cores, then ReLU, the per-head weights, the sum over
+heads, the fp8 key scale, and writing the rows' logits for the keys inside each row's length. Nothing but
+the logits is written to memory.
+
+KEYS_AS_ROWS picks the orientation of the product: `k @ q^T` (keys on the MMA's M side, the head sum runs
+along N, mostly inside a thread) or `q @ k^T` (heads on M, the sum crosses warps). Both compute the same
+numbers; validate_on_gpu.py times both.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ def index_logits_kernel(
     D: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     BLOCK_Q: tl.constexpr,
+    PAGES_PER_ITER: tl.constexpr,
+    KEYS_AS_ROWS: tl.constexpr,
     KIND_FP8: tl.constexpr,
     RAGGED: tl.constexpr,
     FP8_DOT: tl.constexpr,
@@ -75,32 +82,57 @@ def index_logits_kernel(
         else:
             q = q.to(tl.bfloat16)
 
-        j = tl.arange(0, PAGE_SIZE)
+        BK = PAGES_PER_ITER * PAGE_SIZE
+        kk = tl.arange(0, BK)
+        j = kk % PAGE_SIZE
         page_table_row = page_table_ptr + req.to(tl.int64) * page_table_stride
-        out_rows = out_ptr + qrows.to(tl.int64)[:, None] * out_stride
-        for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
-            page = tl.load(page_table_row + p).to(tl.int64)
+        out_rows = out_ptr + qrows.to(tl.int64) * out_stride
+        for it in tl.range(p_begin, p_end, PAGES_PER_ITER, num_stages=NUM_STAGES):
+            p = it + kk // PAGE_SIZE
+            p_ok = p < p_end
+            page = tl.load(page_table_row + p, mask=p_ok, other=0).to(tl.int64)
             if KIND_FP8:
                 page_bytes = PAGE_SIZE * (D + 4)
-                k = tl.load(pool_u8 + page * page_bytes + j[:, None] * D + d[None, :]).to(
-                    tl.float8e4nv, bitcast=True
+                k = tl.load(
+                    pool_u8 + (page * page_bytes + j * D)[:, None] + d[None, :], mask=p_ok[:, None], other=0
                 )
-                k_scale = tl.load(pool_f32 + page * (page_bytes // 4) + (PAGE_SIZE * D) // 4 + j)
+                k = k.to(tl.float8e4nv, bitcast=True)
+                k_scale = tl.load(
+                    pool_f32 + page * (page_bytes // 4) + (PAGE_SIZE * D) // 4 + j, mask=p_ok, other=0.0
+                )
             else:
-                k = tl.load(pool_bf16 + page * (PAGE_SIZE * D) + j[:, None] * D + d[None, :])
+                k = tl.load(
+                    pool_bf16 + (page * (PAGE_SIZE * D) + j * D)[:, None] + d[None, :],
+                    mask=p_ok[:, None],
+                    other=0.0,
+                )
             if FP32_DOT:
                 k = k.to(tl.float32)
-                s = tl.dot(q, tl.trans(k), input_precision="ieee")
-            elif FP8_DOT:
-                s = tl.dot(q, tl.trans(k))
+            elif not FP8_DOT:
+                k = k.to(tl.bfloat16)
+            pos = it * PAGE_SIZE + kk  # token index of each key in the request
+            if KEYS_AS_ROWS:
+                if FP32_DOT:
+                    s = tl.dot(k, tl.trans(q), input_precision="ieee")
+                else:
+                    s = tl.dot(k, tl.trans(q))
+                s = tl.maximum(s, 0.0) * w[None, :]
+                logits = tl.sum(tl.reshape(s, (BK, BLOCK_Q, H)), axis=2)  # [keys, query rows]
+                if KIND_FP8:
+                    logits = logits * k_scale[:, None]
+                keep = p_ok[:, None] & (pos[:, None] < lens[None, :])
+                tl.store(out_rows[None, :] + pos[:, None], logits, mask=keep)
             else:
-                s = tl.dot(q, tl.trans(k.to(tl.bfloat16)))
-            s = tl.maximum(s, 0.0) * w[:, None]
-            logits = tl.sum(tl.reshape(s, (BLOCK_Q, H, PAGE_SIZE)), axis=1)
-            if KIND_FP8:
-                logits = logits * k_scale[None, :]
-            pos = p * PAGE_SIZE + j
-            tl.store(out_rows + pos[None, :], logits, mask=qrow_ok[:, None] & (pos[None, :] < lens[:, None]))
+                if FP32_DOT:
+                    s = tl.dot(q, tl.trans(k), input_precision="ieee")
+                else:
+                    s = tl.dot(q, tl.trans(k))
+                s = tl.maximum(s, 0.0) * w[:, None]
+                logits = tl.sum(tl.reshape(s, (BLOCK_Q, H, BK)), axis=1)  # [query rows, keys]
+                if KIND_FP8:
+                    logits = logits * k_scale[None, :]
+                keep = p_ok[None, :] & (pos[None, :] < lens[:, None])
+                tl.store(out_rows[:, None] + pos[None, :], logits, mask=keep)
 
 
 @dataclass(frozen=True)
@@ -110,10 +142,19 @@ class LogitsConfig:
     num_warps: int = 4
     num_stages: int = 3
     block_q: int = 2  # query rows per program in the ragged (prefill) kernel; decode always uses 1
-    programs_per_sm: int = 4  # key ranges are split until about this many programs per SM are in flight
+    pages_per_iter: int = 1
+    keys_as_rows: bool = False
+    programs_per_sm: int = 8  # split key ranges until about this many programs per SM ...
+    max_pages_per_program: int = 32  # ... and, in decode, until no program walks more pages than this
 
 
 DEFAULT_CONFIG = LogitsConfig()
+# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200 (KERNELS.md)
+TUNED: dict[tuple[str, bool], LogitsConfig] = {}
+
+
+def default_config(kind: str, ragged: bool) -> LogitsConfig:
+    return TUNED.get((kind, ragged), DEFAULT_CONFIG)
 
 
 @functools.cache
@@ -129,6 +170,19 @@ def check_pool_and_query(q: torch.Tensor, pool: torch.Tensor, page_size: int) ->
     if q.shape[-1] != HEAD_DIM:
         raise ValueError(f"index queries must have head_dim {HEAD_DIM}, got {tuple(q.shape)}")
     return kind == "fp8", rows
+
+
+def pages_per_program(
+    max_pages: int, programs_without_split: int, ragged: bool, config: LogitsConfig, device: torch.device
+) -> int:
+    """How many pages one program walks: enough programs to fill the GPU several times over (short
+    tails), in whole iterations; decode also caps it so a large batch is cut into many small programs."""
+    wanted = config.programs_per_sm * _num_sms(device)
+    per_program = triton.cdiv(max_pages * programs_without_split, wanted)
+    if not ragged:
+        per_program = min(per_program, config.max_pages_per_program)
+    step = config.pages_per_iter
+    return min(max(step, triton.cdiv(per_program, step) * step), triton.cdiv(max_pages, step) * step)
 
 
 def launch(
@@ -147,17 +201,16 @@ def launch(
     block_q: int,
     config: LogitsConfig,
 ) -> None:
-    """Launch the kernel over `num_requests` requests of up to `max_q_len` query rows each."""
+    """Launch the kernel over `num_requests` requests of up to `max_q_len` query rows each. The grid
+    depends only on shapes, so the launch can be captured in a CUDA graph."""
     is_fp8, rows = check_pool_and_query(q, pool, page_size)
     heads = q.shape[-2]
     max_pages = min(page_table.shape[1], triton.cdiv(max_seq_len, page_size))
     if num_requests == 0 or max_q_len == 0 or max_pages == 0:
         return
     q_blocks = triton.cdiv(max_q_len, block_q)
-    wanted = config.programs_per_sm * _num_sms(q.device)
-    splits = max(1, min(max_pages, triton.cdiv(wanted, q_blocks * num_requests)))
-    pages_per_split = triton.cdiv(max_pages, splits)
-    splits = triton.cdiv(max_pages, pages_per_split)
+    per_program = pages_per_program(max_pages, q_blocks * num_requests, cu_q is not None, config, q.device)
+    splits = triton.cdiv(max_pages, per_program)
     fp32_dot = interpreting()
     index_logits_kernel[(q_blocks, num_requests, splits)](
         q,
@@ -171,11 +224,13 @@ def launch(
         out,
         page_table.stride(0),
         out.stride(0),
-        pages_per_split,
+        per_program,
         H=heads,
         D=HEAD_DIM,
         PAGE_SIZE=page_size,
         BLOCK_Q=block_q,
+        PAGES_PER_ITER=config.pages_per_iter,
+        KEYS_AS_ROWS=config.keys_as_rows,
         KIND_FP8=is_fp8,
         RAGGED=cu_q is not None,
         FP8_DOT=is_fp8 and q.dtype == torch.float8_e4m3fn and not fp32_dot,

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from launchers.sglang.kernels._logits_core import DEFAULT_CONFIG, LogitsConfig, launch
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE
+from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, launch
+from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, as_page_rows, pool_kind
 
 
 def paged_mqa_logits(
@@ -29,7 +29,7 @@ def paged_mqa_logits(
     *,
     page_size: int = INDEX_PAGE_SIZE,
     out: torch.Tensor | None = None,
-    config: LogitsConfig = DEFAULT_CONFIG,
+    config: LogitsConfig | None = None,
 ) -> torch.Tensor:
     """`q [R, 1, H, 128]` (fp8 e4m3 or bf16), `kv_cache` the pool (`[pages, page_bytes]` or SGLang's 4-D
     view), `weights [R, H]` fp32, `seq_lens [R]` or `[R, 1]` int32, `page_table [R, max_pages]` int32.
@@ -50,6 +50,8 @@ def paged_mqa_logits(
             f"rows disagree: q {rows}, seq_lens {lens.shape[0]}, weights {weights.shape[0]}, "
             f"page_table {page_table.shape[0]}"
         )
+    if config is None:
+        config = default_config(pool_kind(as_page_rows(kv_cache), page_size), ragged=False)
     if out is None:
         out = torch.empty(rows, max_seq_len, dtype=torch.float32, device=q.device)
     launch(

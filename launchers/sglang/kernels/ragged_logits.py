@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from launchers.sglang.kernels._logits_core import DEFAULT_CONFIG, LogitsConfig, launch
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE
+from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, launch
+from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, as_page_rows, pool_kind
 
 
 def ragged_paged_mqa_logits(
@@ -29,7 +29,7 @@ def ragged_paged_mqa_logits(
     *,
     page_size: int = INDEX_PAGE_SIZE,
     out: torch.Tensor | None = None,
-    config: LogitsConfig = DEFAULT_CONFIG,
+    config: LogitsConfig | None = None,
 ) -> torch.Tensor:
     """`q [T, H, 128]` (fp8 e4m3 or bf16), `weights [T, H]` fp32, `seq_lens [T]` int32, `page_table
     [B, max_pages]` int32, `cu_seqlens_q [B + 1]` int32, `max_q_len` the longest request in rows.
@@ -40,6 +40,8 @@ def ragged_paged_mqa_logits(
         raise ValueError(f"q must be [T, H, D] with weights and seq_lens of T rows, got q {tuple(q.shape)}")
     if cu_seqlens_q.shape[0] != requests + 1:
         raise ValueError(f"cu_seqlens_q needs {requests + 1} entries, got {cu_seqlens_q.shape[0]}")
+    if config is None:
+        config = default_config(pool_kind(as_page_rows(kv_cache), page_size), ragged=True)
     if out is None:
         out = torch.empty(rows, max_seq_len, dtype=torch.float32, device=q.device)
     launch(

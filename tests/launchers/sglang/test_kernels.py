@@ -12,6 +12,7 @@ import torch
 from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
+from launchers.sglang.kernels._logits_core import LogitsConfig
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 from launchers.sglang.kernels.store import store_index_k
@@ -85,17 +86,27 @@ def test_fused_norm_rope_hadamard_store(kind: str, is_decode: bool) -> None:
     assert check.max_err_vs_exact < (5e-3 if kind == "bf16" else 7e-2)
 
 
+# the launch shapes validate_on_gpu.py sweeps: both product orientations, 1-4 pages per step
+CONFIGS = [
+    LogitsConfig(),
+    LogitsConfig(keys_as_rows=True, pages_per_iter=2, max_pages_per_program=2),
+    LogitsConfig(keys_as_rows=True, pages_per_iter=4, block_q=4, num_warps=8),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "keys-rows-2pages", "keys-rows-4pages"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_paged_logits(kind: str) -> None:
-    check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE)
+def test_paged_logits(kind: str, config: LogitsConfig) -> None:
+    check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE, config)
     assert check.all_written
     assert check.rel_err_vs_stored < 1e-5
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "keys-rows-2pages", "keys-rows-4pages"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_ragged_logits(kind: str) -> None:
-    check = kc.check_ragged(kind, 400, 9, 16, (64,), 6, DEVICE)
+def test_ragged_logits(kind: str, config: LogitsConfig) -> None:
+    check = kc.check_ragged(kind, 400, 9, 16, (64,), 6, DEVICE, config)
     assert check.all_written
     assert check.rel_err_vs_stored < 1e-5
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
