@@ -44,6 +44,7 @@ def index_logits_kernel(
     PAGE_SIZE: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     PAGES_PER_ITER: tl.constexpr,
+    BK: tl.constexpr,  # keys per step, PAGES_PER_ITER * PAGE_SIZE
     KEYS_AS_ROWS: tl.constexpr,
     KIND_FP8: tl.constexpr,
     RAGGED: tl.constexpr,
@@ -82,7 +83,6 @@ def index_logits_kernel(
         else:
             q = q.to(tl.bfloat16)
 
-        BK = PAGES_PER_ITER * PAGE_SIZE
         kk = tl.arange(0, BK)
         j = kk % PAGE_SIZE
         page_table_row = page_table_ptr + req.to(tl.int64) * page_table_stride
@@ -230,6 +230,7 @@ def launch(
         PAGE_SIZE=page_size,
         BLOCK_Q=block_q,
         PAGES_PER_ITER=config.pages_per_iter,
+        BK=config.pages_per_iter * page_size,
         KEYS_AS_ROWS=config.keys_as_rows,
         KIND_FP8=is_fp8,
         RAGGED=cu_q is not None,
