@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launchers.reference.tokenizer import ChatTokenizer, render_chat
-from launchers.reference.train_data import Sample, encode_examples, randomize_value
+from launchers.reference.train_data import Sample, encode_examples, randomize_key, randomize_value
 
 CODE_RE = re.compile(r"\b[A-Z]{3,}-\d{4}-[A-Z]{3,}\b")
 TOKENS_PER_WORD = 1.19  # measured on needle documents with the shipped tokenizer
@@ -43,9 +43,17 @@ def _tokenizer(path: str) -> ChatTokenizer:
 
 @functools.cache
 def _forbidden_words() -> frozenset[str]:
-    from suites.values import code_words
+    from suites.values import code_words, key_names
 
-    return frozenset(code_words("eval"))  # random code words must never equal an evaluation word
+    # random code words and key names must never equal an evaluation word or name
+    return frozenset(code_words("eval")) | frozenset(key_names("eval"))
+
+
+@functools.cache
+def _key_re() -> re.Pattern[str]:
+    from suites.values import KEY_KINDS
+
+    return re.compile(r"\b([A-Z][a-z]+) (?:" + "|".join(KEY_KINDS) + r")\b")
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class ShardSpec:
     kinds: tuple[str, ...]
     randomize: float  # share of examples whose code value is replaced by a random code
     tokenizer_path: str
+    randomize_keys: float = 0.0  # share of examples whose key name is replaced by a random name
 
 
 def make_shard(spec: ShardSpec) -> list[Sample]:
@@ -70,5 +79,7 @@ def make_shard(spec: ShardSpec) -> list[Sample]:
         messages, answer = example.messages, example.answer
         if rng.random() < spec.randomize:
             messages, answer = randomize_value(messages, answer, rng, forbidden)
+        if rng.random() < spec.randomize_keys:
+            messages = randomize_key(messages, _key_re(), rng, forbidden)
         pairs.append((messages, answer))
     return encode_examples(_tokenizer(spec.tokenizer_path), pairs)

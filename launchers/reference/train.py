@@ -103,7 +103,7 @@ def shard_specs(seed: int, n_shards: int, tokenizer_path: str, max_tokens: int) 
     specs = []
     for i in range(n_shards):
         w = round(math.exp(rng.uniform(lo, hi)))
-        specs.append(ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), KINDS, 0.75, tokenizer_path))
+        specs.append(ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), KINDS, 0.75, tokenizer_path, 0.75))
     return specs
 
 
@@ -112,7 +112,7 @@ def validation_sets(tokenizer_path: str, n: int, lengths: tuple[int, ...]) -> di
     out = {}
     for j, length in enumerate(lengths):
         w = words_for_tokens(length)
-        out[length] = make_shard(ShardSpec(777_000_000 + j, n, w, w, KINDS, 1.0, tokenizer_path))
+        out[length] = make_shard(ShardSpec(777_000_000 + j, n, w, w, KINDS, 1.0, tokenizer_path, 1.0))
     return out
 
 
@@ -171,7 +171,12 @@ def train(args: argparse.Namespace) -> None:
         args.seed,
     )
     val = validation_sets(tok_path, args.val_cases, tuple(int(n) for n in args.val_lengths.split(",")))
-    model = ReferenceModel(model_config(tok)).to(device)
+    if args.init:  # warm start (e.g. a second stage with a changed data mix)
+        model = ReferenceModel.load(args.init).train().to(device)
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        model = ReferenceModel(model_config(tok)).to(device)
     n_params = count_parameters(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -185,7 +190,8 @@ def train(args: argparse.Namespace) -> None:
     print(f"params {n_params}; data ready after {time.time() - t_start:.1f}s", flush=True)
     budget = args.minutes * 60
     t0 = time.time()
-    last_val, best, step, sparse_since = t0, -1.0, 0, None
+    last_val, best, step = t0, -1.0, 0
+    sparse_since: int | None = 0 if args.init else None
     ema: dict[str, float] = {}
     log = (out / "train_log.jsonl").open("w")
     np_rng = np.random.default_rng(args.seed)
@@ -270,6 +276,9 @@ def main() -> None:
     p_train.add_argument("--minutes", type=float, default=7.0)
     p_train.add_argument("--seed", type=int, default=1)
     p_train.add_argument("--device", default="cuda")
+    p_train.add_argument(
+        "--init", type=Path, default=None, help="checkpoint folder to start from (sparse at once)"
+    )
     p_train.add_argument("--workers", type=int, default=12)
     p_train.add_argument("--shards", type=int, default=4000)
     p_train.add_argument("--max-tokens", type=int, default=4600)

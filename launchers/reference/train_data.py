@@ -50,6 +50,35 @@ def randomize_value(
     return [{**m, "content": m["content"].replace(answer, new)} for m in messages], new
 
 
+def random_name(rng: random.Random, forbidden: set[str]) -> str:
+    """A capitalised pseudo-word of 2-4 syllables, e.g. "Tavorin" (never a forbidden name)."""
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiouy"
+    while True:
+        syllables = [
+            rng.choice(consonants)
+            + rng.choice(vowels)
+            + (rng.choice(consonants) if rng.random() < 0.3 else "")
+            for _ in range(rng.randint(2, 4))
+        ]
+        name = "".join(syllables).capitalize()
+        if name not in forbidden:
+            return name
+
+
+def randomize_key(
+    messages: list[dict[str, str]], key_re: re.Pattern[str], rng: random.Random, forbidden: set[str]
+) -> list[dict[str, str]]:
+    """Replace the proper name of the key the last message asks about ("the Sundial archive")
+    by a random name everywhere, so that finding the fact cannot rely on memorised names."""
+    found = key_re.findall(messages[-1]["content"])
+    if not found:
+        return messages
+    name = found[-1]
+    new = random_name(rng, forbidden)
+    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    return [{**m, "content": pattern.sub(new, m["content"])} for m in messages]
+
+
 def encode_examples(
     tokenizer: ChatTokenizer,
     examples: Iterable[tuple[list[dict[str, str]], str]],
