@@ -148,9 +148,14 @@ class LogitsConfig:
     max_pages_per_program: int = 32  # ... and, in decode, until no program walks more pages than this
 
 
-DEFAULT_CONFIG = LogitsConfig()
-# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200 (KERNELS.md)
-TUNED: dict[tuple[str, bool], LogitsConfig] = {}
+DEFAULT_CONFIG = LogitsConfig(keys_as_rows=True)
+# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 (KERNELS.md)
+TUNED: dict[tuple[str, bool], LogitsConfig] = {
+    ("bf16", False): LogitsConfig(num_warps=4, num_stages=3, pages_per_iter=1, keys_as_rows=True),
+    ("fp8", False): LogitsConfig(num_warps=4, num_stages=3, pages_per_iter=2, keys_as_rows=True),
+    ("bf16", True): LogitsConfig(num_warps=8, num_stages=3, block_q=4, pages_per_iter=1, keys_as_rows=True),
+    ("fp8", True): LogitsConfig(num_warps=4, num_stages=3, block_q=2, pages_per_iter=1, keys_as_rows=True),
+}
 
 
 def default_config(kind: str, ragged: bool) -> LogitsConfig:

@@ -86,29 +86,32 @@ def test_fused_norm_rope_hadamard_store(kind: str, is_decode: bool) -> None:
     assert check.max_err_vs_exact < (5e-3 if kind == "bf16" else 7e-2)
 
 
+# the kernel math alone, against fp64 on the keys as stored: fp32 accumulation for bf16; Hopper's fp8
+# tensor-core dot accumulates with reduced precision (seen on the H200: 3e-4 to 4e-3)
+KERNEL_ONLY_LIMIT = {"bf16": 1e-5, "fp8": 1e-2 if DEVICE.type == "cuda" else 1e-5}
 # the launch shapes validate_on_gpu.py sweeps: both product orientations, 1-4 pages per step
 CONFIGS = [
-    LogitsConfig(),
+    LogitsConfig(keys_as_rows=False),
     LogitsConfig(keys_as_rows=True, pages_per_iter=2, max_pages_per_program=2),
     LogitsConfig(keys_as_rows=True, pages_per_iter=4, block_q=4, num_warps=8),
 ]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["default", "keys-rows-2pages", "keys-rows-4pages"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["q-rows", "keys-rows-2pages", "keys-rows-4pages"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_paged_logits(kind: str, config: LogitsConfig) -> None:
     check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE, config)
     assert check.all_written
-    assert check.rel_err_vs_stored < 1e-5
+    assert check.rel_err_vs_stored < KERNEL_ONLY_LIMIT[kind]
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["default", "keys-rows-2pages", "keys-rows-4pages"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["q-rows", "keys-rows-2pages", "keys-rows-4pages"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_ragged_logits(kind: str, config: LogitsConfig) -> None:
     check = kc.check_ragged(kind, 400, 9, 16, (64,), 6, DEVICE, config)
     assert check.all_written
-    assert check.rel_err_vs_stored < 1e-5
+    assert check.rel_err_vs_stored < KERNEL_ONLY_LIMIT[kind]
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
 
 
