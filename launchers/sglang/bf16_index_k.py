@@ -15,9 +15,11 @@ import importlib
 import importlib.abc
 import importlib.metadata
 import inspect
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +27,7 @@ from launchers.sglang.refusal import PatchRefused, announce
 
 ENV_VAR = "SGLANG_DSV4_BF16_INDEX_K"
 SUPPORTED_SGLANG = "0.5.23"
+PATCH_DIR = Path(__file__).resolve().parent / "patch"  # holds the sitecustomize.py the server must see
 MARK = "_recall_eval_bf16_original"  # attribute on a replacement pointing at what it replaced
 
 POOL = "sglang.srt.mem_cache.deepseek_v4_memory_pool"
@@ -116,6 +119,13 @@ TARGETS: tuple[Target, ...] = (
     Target(INDEXER, "iter_row_chunks", ("num_rows", "rows_per_chunk")),
     Target(INDEXER, "get_global_indexer_capturer", ()),
 )  # fmt: skip
+
+
+def activation_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a server needs for bf16 index keys, given its environment: the patch directory first
+    on PYTHONPATH and SGLANG_DSV4_BF16_INDEX_K=1. Pure; the launcher merges the result."""
+    path = env.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(PATCH_DIR), path) if p), ENV_VAR: "1"}
 
 
 def refusal(what: str) -> PatchRefused:

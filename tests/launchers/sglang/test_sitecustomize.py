@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from launchers.sglang import bf16_index_k
+
 REPO = Path(__file__).resolve().parents[3]
 PATCH_DIR = REPO / "launchers" / "sglang" / "patch"
+
+
+def test_activation_env_puts_the_patch_directory_first() -> None:
+    assert bf16_index_k.PATCH_DIR == PATCH_DIR and (PATCH_DIR / "sitecustomize.py").is_file()
+    env = bf16_index_k.activation_env({"PYTHONPATH": "/opt/x"})
+    assert env == {"PYTHONPATH": f"{PATCH_DIR}{os.pathsep}/opt/x", "SGLANG_DSV4_BF16_INDEX_K": "1"}
+    assert bf16_index_k.activation_env({})["PYTHONPATH"] == str(PATCH_DIR)
 
 
 def _python(code: str, env_var: str | None, *extra_path: Path) -> subprocess.CompletedProcess[str]:
