@@ -52,7 +52,8 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
 
     with sigterm_raises_exit():
         with console.status(f"starting the {profile.name} server ({profile.engine})..."):
-            server = launch(profile, log_dir, echo=echo)
+            # the runner owns the relaunch retries; one attempt per relaunch here
+            server = launch(profile, log_dir, echo=echo, relaunch_attempts=1)
         with server:
             console.print(
                 f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"

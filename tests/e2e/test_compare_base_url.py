@@ -111,6 +111,13 @@ def test_compare_running_servers_then_rerun_reuses(two_servers: list[str]) -> No
     assert [v["reused"] for v in again["variants"]] == [True, True]
     assert again["numbers"] == compare["numbers"]
 
+    # `recall-eval report` re-renders a compare directory from its manifest, with no server.
+    html.unlink()
+    rendered = recall_eval("report", str(html.parent))
+    assert rendered.returncode == 0, rendered.stderr
+    assert Path(rendered.stdout.strip().splitlines()[-1]) == html and html.is_file()
+    assert json.loads((html.parent / "compare.json").read_text())["numbers"] == compare["numbers"]
+
 
 def test_base_url_count_must_match_variants(two_servers: list[str]) -> None:
     done = recall_eval("compare", "A", "B", "--base-url", two_servers[0], *GRID)
