@@ -80,7 +80,8 @@ class _StreamState:
     usage: dict[str, Any] | None = None
 
 
-def _error_text(body: bytes) -> str:
+def error_text(body: bytes) -> str:
+    """The message of an error response body (JSON error/message/detail, else the text), at most 300 chars."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -93,14 +94,41 @@ def _error_text(body: bytes) -> str:
     return str(data)[:300]
 
 
-def _consume_event(payload: str, state: _StreamState) -> None:
-    data = json.loads(payload)
+def _raise_on_error_event(data: Any) -> None:
     if "error" in data:
         error = data["error"] if isinstance(data["error"], dict) else {"message": str(data["error"])}
         message = str(error.get("message", error))
         code = error.get("code")
         status = code if isinstance(code, int) else None
         raise RequestFailed(classify_error_message(message, status), message, status)
+
+
+async def read_event_stream(response: httpx.Response, on_event: Callable[[Any], None]) -> None:
+    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event, until [DONE].
+
+    An HTTP error status, a malformed event or an error event raises RequestFailed.
+    """
+    if response.status_code >= 400:
+        message = error_text(await response.aread())
+        kind = classify_error_message(message, response.status_code)
+        raise RequestFailed(kind, f"HTTP {response.status_code}: {message}", response.status_code)
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        if not payload:
+            continue
+        try:
+            data = json.loads(payload)
+        except ValueError as err:
+            raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
+        _raise_on_error_event(data)
+        on_event(data)
+
+
+def _consume_event(data: Any, state: _StreamState) -> None:
     now = time.perf_counter()
     for choice in data.get("choices") or []:
         delta = choice.get("delta") or {}
@@ -192,21 +220,7 @@ class ChatClient:
         state = _StreamState()
         sent = time.perf_counter()
         async with self.http.stream("POST", url, json=self._body(messages, max_tokens)) as response:
-            if response.status_code >= 400:
-                message = _error_text(await response.aread())
-                kind = classify_error_message(message, response.status_code)
-                raise RequestFailed(kind, f"HTTP {response.status_code}: {message}", response.status_code)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                if payload:
-                    try:
-                        _consume_event(payload, state)
-                    except ValueError as err:
-                        raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
+            await read_event_stream(response, lambda data: _consume_event(data, state))
         closed = time.perf_counter()
         return self._completion(state, sent, closed)
 

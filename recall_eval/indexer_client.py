@@ -26,7 +26,14 @@ from typing import Any
 import httpx
 import numpy as np
 
-from recall_eval.client import ChatClient, RequestFailed, _error_text, classify_error_message, split_thinking
+from recall_eval.client import (
+    ChatClient,
+    RequestFailed,
+    classify_error_message,
+    error_text,
+    read_event_stream,
+    split_thinking,
+)
 from recall_eval.coverage import (
     IndexerDataError,
     IndexerLayout,
@@ -108,7 +115,7 @@ class GenerateClient:
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = await self.chat.http.post(f"{self.root}{path}", json=body)
         if response.status_code >= 400:
-            message = _error_text(response.content)
+            message = error_text(response.content)
             kind = classify_error_message(message, response.status_code)
             raise RequestFailed(kind, f"{path}: HTTP {response.status_code}: {message}", response.status_code)
         return response.json()
@@ -125,34 +132,9 @@ class GenerateClient:
         stream = _Stream()
         sent = time.perf_counter()
         async with self.chat.http.stream("POST", f"{self.root}/generate", json=request) as response:
-            if response.status_code >= 400:
-                message = _error_text(await response.aread())
-                kind = classify_error_message(message, response.status_code)
-                raise RequestFailed(kind, f"HTTP {response.status_code}: {message}", response.status_code)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                if payload:
-                    self._consume(payload, stream)
+            await read_event_stream(response, lambda data: stream.add(data, time.perf_counter()))
         closed = time.perf_counter()
         return self._generation(stream, len(input_ids), sent, closed)
-
-    @staticmethod
-    def _consume(payload: str, stream: _Stream) -> None:
-        try:
-            data = json.loads(payload)
-        except ValueError as err:
-            raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
-        if "error" in data:
-            error = data["error"] if isinstance(data["error"], dict) else {"message": str(data["error"])}
-            message = str(error.get("message", error))
-            code = error.get("code")
-            status = code if isinstance(code, int) else None
-            raise RequestFailed(classify_error_message(message, status), message, status)
-        stream.add(data, time.perf_counter())
 
     @staticmethod
     def _generation(stream: _Stream, prompt_tokens: int, sent: float, closed: float) -> Generation:
