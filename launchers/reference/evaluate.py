@@ -135,20 +135,29 @@ def run_batched(
 
 
 def run_engine(
-    cases: list[EvalCase], dtypes: Sequence[str], topks: Sequence[int], threads: int | None, weights: Path
+    cases: list[EvalCase],
+    dtypes: Sequence[str],
+    topks: Sequence[int],
+    threads: int | None,
+    weights: Path,
+    partial: Path | None = None,
 ) -> list[dict]:
-    """The served engine, one case at a time; variants of one dtype share the prefill (rewind)."""
+    """The served engine, one case at a time; variants of one dtype share the prefill (rewind).
+    Rows are also written to `partial` after each length."""
     from launchers.reference.engine import ReferenceEngine
     from launchers.reference.inference import SequenceState
 
+    engines = {
+        d: ReferenceEngine(EngineSettings(weights_dir=weights, index_k_dtype=d, threads=threads))  # type: ignore[arg-type]
+        for d in dtypes
+    }
     rows = []
-    for dtype in dtypes:
-        engine = ReferenceEngine(EngineSettings(weights_dir=weights, index_k_dtype=dtype, threads=threads))  # type: ignore[arg-type]
-        runner, tok = engine.runner, engine.tokenizer
-        for length in sorted({c.length for c in cases}):
-            group = [c for c in cases if c.length == length]
-            passes: dict[int, list[bool]] = {k: [] for k in topks}
-            for case in group:
+    for length in sorted({c.length for c in cases}):
+        group = [c for c in cases if c.length == length]
+        passes: dict[tuple[str, int], list[bool]] = {(d, k): [] for d in dtypes for k in topks}
+        for case in group:
+            for dtype, engine in engines.items():
+                runner, tok = engine.runner, engine.tokenizer
                 pages = engine.pool.allocate(len(case.ids) + MAX_NEW)
                 try:
                     seq = SequenceState(pages)
@@ -165,13 +174,14 @@ def run_engine(
                             out.append(token)
                             runner.append(seq, token)
                             logits, _ = runner.next_logits(seq, topk)
-                        passes[topk].append(_score(tok.decode(out), case, len(out) < MAX_NEW))
+                        passes[(dtype, topk)].append(_score(tok.decode(out), case, len(out) < MAX_NEW))
                 finally:
                     engine.pool.release(pages)
-            for topk, p in passes.items():
-                rows.append(_row(length, dtype, topk, p, group))
-                print(json.dumps(rows[-1]), flush=True)
-        del engine
+        for (dtype, topk), p in passes.items():
+            rows.append(_row(length, dtype, topk, p, group))
+            print(json.dumps(rows[-1]), flush=True)
+        if partial is not None:
+            partial.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1) + "\n")
     return rows
 
 
@@ -238,7 +248,7 @@ def main() -> None:
     dtypes, topks = args.dtypes.split(","), [int(k) for k in args.topks.split(",")]
     rows: list[dict] = []
     if args.engine:
-        rows = run_engine(cases, dtypes, topks, args.threads, args.weights)
+        rows = run_engine(cases, dtypes, topks, args.threads, args.weights, args.out)
     else:
         rows = run_batched(cases, dtypes, topks, args.device, args.batch, args.weights, args.out)
     meta = {
