@@ -17,12 +17,14 @@ import random
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from recall_eval.types import Case, ChatMessage, NeedleSpan
 from suites import config_vocab as cv
 from suites.config_formats import FORMATS, Block, Entry, Section
 from suites.grid import check_grid, grid_cells
-from suites.seeding import derive_rng, stable_id
+from suites.recipe import GridRecipe
+from suites.seeding import derive_rng
 from suites.values import Pool
 
 SUITE = "config"
@@ -158,21 +160,13 @@ def _boundary(blocks: list[Block], sizes: list[int], depth: float) -> int:
 
 
 @dataclass(frozen=True)
-class ConfigRecipe:
-    target_tokens: int
-    depth_percent: float
-    trial: int
-    seed: int
-    pool: Pool
+class ConfigRecipe(GridRecipe):
+    SUITE: ClassVar[str] = SUITE
+    VERSION: ClassVar[int] = VERSION
+
     fact: ConfigFact
     stream: ConfigStream = field(repr=False, compare=False)
     suite: str = SUITE
-
-    @property
-    def id(self) -> str:
-        return stable_id(
-            SUITE, VERSION, self.pool, self.seed, self.trial, self.target_tokens, self.depth_percent
-        )
 
     def _filler(self, count: int) -> list[FlatEntry]:
         banned_tops = {self.fact.top, self.fact.echo_block[0]}
@@ -223,20 +217,12 @@ class ConfigRecipe:
         total_entries = max(0, filler_words) + sum(
             len(e) for b in (self.fact.target_block, self.fact.echo_block) for _, e in b[1]
         )
-        return Case(
-            id=self.id,
-            suite=SUITE,
+        return self.make_case(
             messages=(ChatMessage(role="user", content=content),),
             expected=(self.fact.value,),
             distractors=self.fact.distractors,
             needle=NeedleSpan(message_index=0, char_start=value_at, char_end=value_at + len(self.fact.value)),
-            target_tokens=self.target_tokens,
-            depth_percent=self.depth_percent,
-            trial=self.trial,
-            seed=self.seed,
             params={
-                "version": VERSION,
-                "pool": self.pool,
                 "format": self.fact.fmt,
                 "path": fmt.path(self.fact.top, self.fact.sub, self.fact.key),
                 "value_type": cv.KEY_TYPE[self.fact.key],

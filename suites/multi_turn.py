@@ -18,12 +18,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from recall_eval.types import Case, ChatMessage, NeedleSpan
 from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import check_grid, grid_cells
-from suites.seeding import derive_rng, stable_id
+from suites.recipe import GridRecipe
+from suites.seeding import derive_rng
 from suites.values import KEY_KINDS, Pool, key_name, key_names, unique_code_value
 
 SUITE = "multiturn"
@@ -116,20 +118,16 @@ def make_plan(rng: random.Random, pool: Pool, variant: str, depth: float, taken:
 
 
 @dataclass(frozen=True)
-class MultiTurnRecipe:
-    target_tokens: int
-    depth_percent: float
-    trial: int
-    seed: int
-    pool: Pool
+class MultiTurnRecipe(GridRecipe):
+    SUITE: ClassVar[str] = SUITE
+    VERSION: ClassVar[int] = VERSION
+
     plan: Plan
     dialogue: FillerDialogue = field(repr=False, compare=False)
     suite: str = SUITE
 
-    @property
-    def id(self) -> str:
-        parts = (SUITE, VERSION, self.pool, self.seed, self.trial, self.target_tokens, self.depth_percent)
-        return stable_id(*parts, self.plan.variant)
+    def cell_parts(self) -> tuple[Any, ...]:
+        return (*super().cell_parts(), self.plan.variant)
 
     def messages(self, filler_words: int) -> tuple[list[ChatMessage], int, list[int]]:
         """The chat, the index of the asked fact's message, and filler words before each fact."""
@@ -164,22 +162,14 @@ class MultiTurnRecipe:
         asked = self.plan.facts[self.plan.asked]
         char_start = chat[asked_message].content.index(asked.value)
         values = [f.value for f in self.plan.facts]
-        return Case(
-            id=self.id,
-            suite=SUITE,
+        return self.make_case(
             messages=tuple(chat),
             expected=(asked.value,),
             distractors=tuple(v for v in values if v != asked.value),
             needle=NeedleSpan(
                 message_index=asked_message, char_start=char_start, char_end=char_start + len(asked.value)
             ),
-            target_tokens=self.target_tokens,
-            depth_percent=self.depth_percent,
-            trial=self.trial,
-            seed=self.seed,
             params={
-                "version": VERSION,
-                "pool": self.pool,
                 "variant": self.plan.variant,
                 "key": self.plan.key,
                 "n_candidates": len(values),

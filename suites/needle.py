@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from recall_eval.types import Case, ChatMessage, NeedleSpan
 from suites.filler import FillerText
 from suites.grid import check_grid, grid_cells
-from suites.seeding import derive_rng, stable_id
+from suites.recipe import GridRecipe
+from suites.seeding import derive_rng
 from suites.values import Pool, key_name, unique_code_value
 
 SUITE = "needle"
@@ -88,23 +90,15 @@ def insert_sentence(
 
 
 @dataclass(frozen=True)
-class NeedleRecipe:
+class NeedleRecipe(GridRecipe):
     """A needle case with an open haystack size (recall_eval.types.CaseRecipe)."""
 
-    target_tokens: int
-    depth_percent: float
-    trial: int
-    seed: int
-    pool: Pool
+    SUITE: ClassVar[str] = SUITE
+    VERSION: ClassVar[int] = VERSION
+
     fact: NeedleFact
     filler: FillerText = field(repr=False, compare=False)
     suite: str = SUITE
-
-    @property
-    def id(self) -> str:
-        return stable_id(
-            SUITE, VERSION, self.pool, self.seed, self.trial, self.target_tokens, self.depth_percent
-        )
 
     def render(self, filler_words: int) -> Case:
         haystack, fact_at, word_at = insert_sentence(
@@ -112,19 +106,11 @@ class NeedleRecipe:
         )
         content = haystack + "\n\n" + self.fact.question
         value_at = fact_at + self.fact.sentence.index(self.fact.value)
-        return Case(
-            id=self.id,
-            suite=SUITE,
+        return self.make_case(
             messages=(ChatMessage(role="user", content=content),),
             expected=(self.fact.value,),
             needle=NeedleSpan(message_index=0, char_start=value_at, char_end=value_at + len(self.fact.value)),
-            target_tokens=self.target_tokens,
-            depth_percent=self.depth_percent,
-            trial=self.trial,
-            seed=self.seed,
             params={
-                "version": VERSION,
-                "pool": self.pool,
                 "key": self.fact.key,
                 "template": self.fact.template,
                 "filler_words": max(0, filler_words),
