@@ -65,9 +65,10 @@ class Runner:
         t = len(prompt)
         x, caches = model.swa_stack(torch.tensor([prompt], dtype=torch.long))
         slots = self._slots(seq, torch.arange(t))
+        recent = slots[-self.cfg.swa_window :]  # decode reads only the last window of SWA K/V
         for layer, (k, v) in enumerate(caches):
-            pool.swa_k[layer, slots] = k[0].transpose(0, 1).to(pool.kv_dtype)
-            pool.swa_v[layer, slots] = v[0].transpose(0, 1).to(pool.kv_dtype)
+            pool.swa_k[layer, recent] = k[0, :, -len(recent) :].transpose(0, 1).to(pool.kv_dtype)
+            pool.swa_v[layer, recent] = v[0, :, -len(recent) :].transpose(0, 1).to(pool.kv_dtype)
         src = model.src_norm(x[0])
         n_blocks = t // r
         seq.pending = []

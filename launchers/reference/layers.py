@@ -41,7 +41,8 @@ def band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: in
     """Causal sliding-window attention in O(T * window): (B, H, T, hd) -> (B, H, T, hd).
 
     The sequence is cut into chunks of `window` queries; each chunk attends to itself and the
-    previous chunk under a band mask, all chunks in one batched SDPA call.
+    previous chunk under one shared band mask (a broadcast additive mask, which lets SDPA use
+    its fused kernels), all chunks in one batched call; the first chunk is plain causal.
     """
     b, h, t, hd = q.shape
     c = window
@@ -49,23 +50,24 @@ def band_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: in
     pad = n * c - t
     if pad:
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    qc = q.reshape(b, h, n, c, hd)
-    kc = k.reshape(b, h, n, c, hd)
-    vc = v.reshape(b, h, n, c, hd)
-    kk = torch.cat([F.pad(kc, (0, 0, 0, 0, 1, 0))[:, :, :n], kc], dim=3)  # previous chunk, then this one
-    vv = torch.cat([F.pad(vc, (0, 0, 0, 0, 1, 0))[:, :, :n], vc], dim=3)
-    i = torch.arange(c, device=q.device).view(c, 1)
-    j = torch.arange(2 * c, device=q.device).view(1, 2 * c)
-    rel = c + i - j  # query position minus key position
-    band = (rel >= 0) & (rel < window)
-    first = band & (j >= c)  # the first chunk has no previous chunk
-    mask = torch.stack([first] + [band] * (n - 1)) if n > 1 else first.unsqueeze(0)
-    out = F.scaled_dot_product_attention(
-        qc.reshape(b, h * n, c, hd),
-        kk.reshape(b, h * n, 2 * c, hd),
-        vv.reshape(b, h * n, 2 * c, hd),
-        attn_mask=mask.repeat(h, 1, 1),
+    qc, kc, vc = (x.reshape(b, h, n, c, hd) for x in (q, k, v))
+    first = F.scaled_dot_product_attention(qc[:, :, 0], kc[:, :, 0], vc[:, :, 0], is_causal=True)
+    if n == 1:
+        return first[:, :, :t]
+    kk = torch.cat([kc[:, :, :-1], kc[:, :, 1:]], dim=3)  # previous chunk, then this one
+    vv = torch.cat([vc[:, :, :-1], vc[:, :, 1:]], dim=3)
+    rel = (
+        c + torch.arange(c, device=q.device).view(c, 1) - torch.arange(2 * c, device=q.device).view(1, 2 * c)
     )
+    band = torch.zeros(c, 2 * c, dtype=q.dtype, device=q.device)
+    band.masked_fill_((rel < 0) | (rel >= window), float("-inf"))
+    rest = F.scaled_dot_product_attention(
+        qc[:, :, 1:].reshape(b, h * (n - 1), c, hd),
+        kk.reshape(b, h * (n - 1), 2 * c, hd),
+        vv.reshape(b, h * (n - 1), 2 * c, hd),
+        attn_mask=band.view(1, 1, c, 2 * c),
+    )
+    out = torch.cat([first.unsqueeze(2), rest.reshape(b, h, n - 1, c, hd)], dim=2)
     return out.reshape(b, h, n * c, hd)[:, :, :t]
 
 
@@ -83,9 +85,11 @@ class SlidingWindowBlock(nn.Module):
         self.mlp = SwiGLU(d_model, mlp_hidden)
 
     def qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """x (B, T, d) -> q, k, v (B, H, T, hd), q and k rotated."""
-        q, k, v = self.wqkv(self.attn_norm(x)).unflatten(-1, (3, self.n_heads, -1)).permute(2, 0, 3, 1, 4)
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        """x (B, T, d) -> q, k, v (B, H, T, hd), q and k rotated (both in one pass)."""
+        qkv = self.wqkv(self.attn_norm(x)).unflatten(-1, (3, self.n_heads, -1))  # (B, T, 3, H, hd)
+        qk = apply_rope(qkv[:, :, :2], cos.view(-1, 1, 1, cos.shape[-1]), sin.view(-1, 1, 1, sin.shape[-1]))
+        q, k = qk.permute(2, 0, 3, 1, 4)
+        return q, k, qkv[:, :, 2].transpose(1, 2)
 
     def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
         """Residual add of the attention output (B, H, T, hd), then the MLP."""

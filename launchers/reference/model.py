@@ -56,15 +56,22 @@ class ReferenceModel(nn.Module):
     def swa_stack(
         self, tokens: torch.Tensor, start: int = 0
     ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """tokens (B, T) at positions start.. -> x (B, T, d) and each layer's k, v (B, H, T, hd)."""
-        pos = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+        """tokens (B, T) at positions start.. -> x (B, T, d) and each layer's k, v (B, H, T, hd).
+
+        The sequence is padded at the end to a multiple of the window (causal: the padding
+        changes nothing before it) so that the band attention needs no copies."""
+        t = tokens.shape[1]
+        pad = -t % self.cfg.swa_window
+        if pad:
+            tokens = F.pad(tokens, (0, pad))
+        pos = torch.arange(start, start + t + pad, device=tokens.device)
         cos, sin = rope_tables(pos, self.cfg.head_dim, self.cfg.rope_theta)
         x = self.embed(tokens)
         caches = []
         for block in self.swa:
             x, k, v = block(x, cos, sin)
-            caches.append((k, v))
-        return x, caches
+            caches.append((k[:, :, :t], v[:, :, :t]))
+        return x[:, :t], caches
 
     def forward_train(
         self, tokens: torch.Tensor, qpos: torch.Tensor, index_topk: int | None, key_dtype: KeyDtype = "fp32"
