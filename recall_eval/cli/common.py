@@ -1,17 +1,58 @@
-"""Small helpers shared by the sweep, report and runs commands."""
+"""Small helpers shared by the sweep, compare, serve, report and runs commands."""
 
 from __future__ import annotations
 
 import platform
+import re
 import shlex
+import time
 import webbrowser
 from collections import Counter
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from recall_eval.errors import BadInput
 from recall_eval.stats import recall_counts, wilson_interval
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result
+from recall_eval.store import RunStore
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Profile, Result
+
+# Profile field -> the option that overrides it, where the names differ (for messages about flags).
+OVERRIDE_FLAGS = {"mem_fraction_static": "mem_fraction"}
+
+
+def profile_overrides(
+    *,
+    index_k_dtype: str | None,
+    index_topk: int | None,
+    mem_fraction: float | None,
+    context_length: int | None,
+    model_path: str | None,
+    tp: int | None,
+    port: int | None,
+) -> dict[str, Any]:
+    """The profile override options as resolve_profile takes them (Profile field names; None: not given)."""
+    return {
+        "index_k_dtype": index_k_dtype,
+        "index_topk": index_topk,
+        "mem_fraction_static": mem_fraction,
+        "context_length": context_length,
+        "model_path": model_path,
+        "tp": tp,
+        "port": port,
+    }
+
+
+def external_profile(base_url: str, model: str | None) -> Profile:
+    """The target for a running server given by --base-url (BadInput for something that is not a URL)."""
+    if not re.match(r"https?://[^/\s]+", base_url):
+        raise BadInput(f"--base-url {base_url!r}: write a URL like http://127.0.0.1:30000")
+    return Profile(name="external", engine="external", base_url=base_url.rstrip("/"), served_model_name=model)
+
+
+def finish_run(store: RunStore, status: str, note: str | None = None) -> None:
+    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
 
 
 def resume_command(run_dir: Path) -> str:

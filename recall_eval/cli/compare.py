@@ -27,13 +27,20 @@ import typer
 
 import suites
 from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, render_report, resume_command, summary_line, versions
+from recall_eval.cli.common import (
+    external_profile,
+    finish_run,
+    open_in_browser,
+    render_report,
+    resume_command,
+    summary_line,
+    versions,
+)
 from recall_eval.cli.sweep import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_PROFILE, with_capture
-from recall_eval.cli.sweep_flow import http_client, open_target, run_sweep
+from recall_eval.cli.sweep_flow import check_reachable, open_target, run_sweep
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.runner import SweepStopped
-from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import check_labels, parse_variants
@@ -130,11 +137,7 @@ def plan_variants(
             )
         planned = []
         for label, url in zip(labels, base_urls, strict=True):
-            if not re.match(r"https?://[^/\s]+", url):
-                raise BadInput(f"--base-url {url!r}: write a URL like http://127.0.0.1:30000")
-            target = Profile(
-                name="external", engine="external", base_url=url.rstrip("/"), served_model_name=model
-            )
+            target = external_profile(url, model)
             planned.append(PlannedVariant(label, spec.model_copy(update={"variant": label}), target))
         return planned
     if model:
@@ -151,25 +154,13 @@ def plan_variants(
     ]
 
 
-def _finish(store: RunStore, status: str, note: str | None = None) -> None:
-    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
-
-
-def _check_reachable(profile: Profile) -> None:
-    async def probe() -> None:
-        async with http_client() as http:
-            await probe_server(profile.base_url or "", http, profile.served_model_name)
-
-    asyncio.run(probe())
-
-
 def run_variant(store: RunStore, planned: PlannedVariant) -> None:
     """Run (or finish) one variant's sweep: launch its server, run the pending cases, stop the server."""
     try:
         with open_target(planned.profile, store.path, console) as target:
             asyncio.run(run_sweep(store, target, console))
     except KeyboardInterrupt:
-        _finish(store, "interrupted", "stopped by Ctrl-C")
+        finish_run(store, "interrupted", "stopped by Ctrl-C")
         console.print(
             f"[yellow]interrupted[/yellow] in variant {planned.label}: rerun the same compare to resume "
             f"(or {resume_command(store.path)})",
@@ -177,15 +168,15 @@ def run_variant(store: RunStore, planned: PlannedVariant) -> None:
         )
         raise typer.Exit(130) from None
     except SweepStopped as err:
-        _finish(store, "failed", str(err))
+        finish_run(store, "failed", str(err))
         raise UserError(f"variant {planned.label!r}: {err}; rerun the same compare to resume") from err
     except UserError as err:
-        _finish(store, "failed", str(err))
+        finish_run(store, "failed", str(err))
         raise UserError(f"variant {planned.label!r}: {err}", err.exit_code) from err
     except Exception as err:
-        _finish(store, "failed", f"{type(err).__name__}: {err}")
+        finish_run(store, "failed", f"{type(err).__name__}: {err}")
         raise
-    _finish(store, "finished")
+    finish_run(store, "finished")
 
 
 def obtain_run(planned: PlannedVariant, reuse: bool = True) -> tuple[Path, bool]:
@@ -199,7 +190,7 @@ def obtain_run(planned: PlannedVariant, reuse: bool = True) -> tuple[Path, bool]
             render_report(store.path)
         return store.path, True
     if planned.profile.engine == "external":
-        _check_reachable(planned.profile)
+        check_reachable(planned.profile)
     resumable = [store for store in matches if store.run.status in _RESUMABLE]
     if resumable:
         store = resumable[-1]

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from recall_eval.cli.app import app, console
+from recall_eval.cli.common import profile_overrides
 from recall_eval.errors import UserError
 from recall_eval.store import runs_home
 
@@ -55,13 +56,15 @@ def serve(
     from launchers.profiles import resolve_profile
 
     overrides = {
-        "index_k_dtype": index_k_dtype,
-        "index_topk": index_topk,
-        "mem_fraction_static": mem_fraction,
-        "context_length": context_length,
-        "model_path": model_path,
-        "tp": tp,
-        "port": port,
+        **profile_overrides(
+            index_k_dtype=index_k_dtype,
+            index_topk=index_topk,
+            mem_fraction=mem_fraction,
+            context_length=context_length,
+            model_path=model_path,
+            tp=tp,
+            port=port,
+        ),
         "memory_limit_gb": memory_limit_gb,
     }
     resolved = resolve_profile(profile, overrides, profiles_file)

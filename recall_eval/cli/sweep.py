@@ -12,19 +12,27 @@ import typer
 
 import suites
 from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, render_report, resume_command, summary_line, versions
-from recall_eval.cli.sweep_flow import http_client, open_target, run_sweep
+from recall_eval.cli.common import (
+    OVERRIDE_FLAGS,
+    external_profile,
+    finish_run,
+    open_in_browser,
+    profile_overrides,
+    render_report,
+    resume_command,
+    summary_line,
+    versions,
+)
+from recall_eval.cli.sweep_flow import check_reachable, open_target, run_sweep
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.runner import SweepStopped
-from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 
 DEFAULT_PROFILE = "reference"
 DEFAULT_LENGTHS = "338..22597"
 DEFAULT_DEPTHS = "0..100:5"
-_OVERRIDE_FLAGS = {"mem_fraction_static": "mem_fraction"}  # profile field -> option name, where they differ
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -65,12 +73,7 @@ def _profile(options: dict[str, Any], overrides: dict[str, Any]) -> Profile:
     if options["base_url"]:
         if options["profile"] or any(value is not None for value in overrides.values()):
             raise BadInput("--base-url targets a running server: drop --profile and the profile overrides")
-        url = options["base_url"]
-        if not re.match(r"https?://[^/\s]+", url):
-            raise BadInput(f"--base-url {url!r}: write a URL like http://127.0.0.1:30000")
-        return Profile(
-            name="external", engine="external", base_url=url.rstrip("/"), served_model_name=options["model"]
-        )
+        return external_profile(options["base_url"], options["model"])
     from launchers.profiles import resolve_profile
 
     return resolve_profile(options["profile"] or DEFAULT_PROFILE, overrides, options["profiles_file"])
@@ -97,7 +100,7 @@ def _resumed_store(
     given = [name for name in fixed if options[name] is not None]
     given += ["capture_indexer"] if options["capture_indexer"] else []
     given += [
-        _OVERRIDE_FLAGS.get(name, name)
+        OVERRIDE_FLAGS.get(name, name)
         for name, value in overrides.items()
         if value is not None and name != "port"
     ]
@@ -123,20 +126,6 @@ def _resumed_store(
     )
     store.write_run(run)
     return store, profile
-
-
-def _check_reachable(profile: Profile, model: str | None) -> None:
-    """Fail before creating a run directory when an external server cannot be reached."""
-
-    async def probe() -> None:
-        async with http_client() as http:
-            await probe_server(profile.base_url or "", http, model)
-
-    asyncio.run(probe())
-
-
-def _finish(store: RunStore, status: str, note: str | None = None) -> None:
-    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
 
 
 @app.command()
@@ -214,27 +203,27 @@ def sweep(
 ) -> None:
     """Run the recall grid (suites x lengths x depths x trials) and write a report."""
     options = dict(locals())
-    overrides = {
-        "index_k_dtype": index_k_dtype,
-        "index_topk": index_topk,
-        "mem_fraction_static": mem_fraction,
-        "context_length": context_length,
-        "model_path": model_path,
-        "tp": tp,
-        "port": port,
-    }
+    overrides = profile_overrides(
+        index_k_dtype=index_k_dtype,
+        index_topk=index_topk,
+        mem_fraction=mem_fraction,
+        context_length=context_length,
+        model_path=model_path,
+        tp=tp,
+        port=port,
+    )
     for name in ("trials", "concurrency", "max_tokens"):
         _positive("--" + name.replace("_", "-"), options[name])
     _positive("--request-timeout", request_timeout, minimum=0.001)
     if resume is not None:
         store, target_profile = _resumed_store(resume, options, overrides)
         if target_profile.engine == "external":
-            _check_reachable(target_profile, target_profile.served_model_name)
+            check_reachable(target_profile)
     else:
         spec = _spec(options)
         target_profile = with_capture(_profile(options, overrides), capture_indexer)
-        if target_profile.engine == "external":
-            _check_reachable(target_profile, model)
+        if target_profile.engine == "external":  # fail before creating a run directory
+            check_reachable(target_profile)
         store = _new_store(spec, target_profile, out)
         console.print(f"run {store.run.run_id} -> {store.path}")
     _execute(store, target_profile, open_report=open_report, no_report=no_report)
@@ -245,21 +234,21 @@ def _execute(store: RunStore, profile: Profile, open_report: bool, no_report: bo
         with open_target(profile, store.path, console) as target:
             asyncio.run(run_sweep(store, target, console))
     except KeyboardInterrupt:
-        _finish(store, "interrupted", "stopped by Ctrl-C")
+        finish_run(store, "interrupted", "stopped by Ctrl-C")
         console.print(
             f"[yellow]interrupted[/yellow]: resume with: {resume_command(store.path)}", highlight=False
         )
         raise typer.Exit(130) from None
     except SweepStopped as err:
-        _finish(store, "failed", str(err))
+        finish_run(store, "failed", str(err))
         raise UserError(f"{err}: {resume_command(store.path)}") from err
     except UserError as err:
-        _finish(store, "failed", str(err))
+        finish_run(store, "failed", str(err))
         raise UserError(f"{err} (resume with: {resume_command(store.path)})", err.exit_code) from err
     except Exception as err:
-        _finish(store, "failed", f"{type(err).__name__}: {err}")
+        finish_run(store, "failed", f"{type(err).__name__}: {err}")
         raise
-    _finish(store, "finished")
+    finish_run(store, "finished")
     results = store.results()
     if no_report:
         print(store.path)

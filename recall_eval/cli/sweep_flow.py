@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -80,6 +81,16 @@ def http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(None, connect=10.0), limits=httpx.Limits(max_connections=256)
     )
+
+
+def check_reachable(profile: Profile) -> None:
+    """Fail before running anything when an external server cannot be reached (or lacks the model)."""
+
+    async def probe() -> None:
+        async with http_client() as http:
+            await probe_server(profile.base_url or "", http, profile.served_model_name)
+
+    asyncio.run(probe())
 
 
 async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
