@@ -14,7 +14,16 @@ from matplotlib.patches import Patch, Rectangle
 
 from reports.compare_frames import DiffGrid, VariantFrame
 from reports.frames import CellFrame, SuiteGrid
-from reports.heatmap import EMPTY_FACE, INFRA_FACE, INFRA_HATCH, MUTED, PALETTE, TEXT
+from reports.heatmap import (
+    EMPTY_FACE,
+    INFRA_FACE,
+    INFRA_HATCH,
+    MUTED,
+    PALETTE,
+    TEXT,
+    finish_grid_axes,
+    grid_figure,
+)
 from reports.labels import tokens
 
 # Diverging: B worse (the palette's red) -> no change (light grey) -> B better (the palette's green).
@@ -47,10 +56,7 @@ def _save(fig: Figure) -> bytes:
 
 def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title: str) -> bytes:
     """Recall B - A per cell; cells where either side has no answered case are hatched grey."""
-    n_x, n_y = max(len(diff.lengths), 1), max(len(diff.depths), 1)
-    fig = Figure(figsize=(2.6 + 0.95 * n_x, 1.9 + 0.46 * n_y), dpi=110, layout="constrained")
-    ax = fig.add_subplot()
-    font = 8.5 if n_x <= 10 else 7.0
+    fig, ax, font = grid_figure(diff.lengths, diff.depths)
     for y, row in enumerate(diff.values):
         for x, value in enumerate(row):
             cell_a, cell_b = grid_a.cells[y][x], grid_b.cells[y][x]
@@ -78,19 +84,8 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
             )
             note = f"{_counts(cell_a)} → {_counts(cell_b)}"
             ax.text(x, y + 0.22, note, ha="center", va="center", fontsize=font * 0.72, color=colour)
-    ax.set_xlim(-0.5, n_x - 0.5)
-    ax.set_ylim(n_y - 0.5, -0.5)  # depth 0 (start of the context) at the top, as in the recall heatmaps
-    ax.set_xticks(range(len(diff.lengths)), [tokens(v) for v in diff.lengths], rotation=30, ha="right")
-    ax.set_yticks(range(len(diff.depths)), [f"{d:g}%" for d in diff.depths])
-    ax.tick_params(length=0, labelsize=8)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("needle depth")
-    ax.set_title(title, fontsize=10, loc="left")
-    colourbar = fig.colorbar(ScalarMappable(norm=DIFF_NORM, cmap=DIFF_CMAP), ax=ax, fraction=0.04, pad=0.02)
-    colourbar.set_label("recall difference (B − A)", fontsize=8)
-    colourbar.ax.tick_params(labelsize=7)
+    scale = ScalarMappable(norm=DIFF_NORM, cmap=DIFF_CMAP)
+    finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, "recall difference (B − A)")
     legend = [
         Patch(facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="no answer on one side (infra)")
     ]

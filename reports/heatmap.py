@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
@@ -80,29 +81,46 @@ def _draw_cell(ax: Axes, x: int, y: int, cell: CellFrame | None, font: float) ->
         ax.text(x, y, main, ha="center", va="center", fontsize=font, color=colour, weight="bold", bbox=plate)
 
 
-def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:
-    n_x, n_y = max(len(grid.lengths), 1), max(len(grid.depths), 1)
+def grid_figure(lengths: Sequence[int], depths: Sequence[float]) -> tuple[Figure, Axes, float]:
+    """A figure sized for a length x depth grid, its axes and the font size for cell texts."""
+    n_x, n_y = max(len(lengths), 1), max(len(depths), 1)
     fig = Figure(figsize=(2.6 + 0.95 * n_x, 1.9 + 0.46 * n_y), dpi=110, layout="constrained")
-    ax = fig.add_subplot()
-    font = 8.5 if n_x <= 10 else 7.0
-    for y, row in enumerate(grid.cells):
-        for x, cell in enumerate(row):
-            _draw_cell(ax, x, y, cell, font)
+    return fig, fig.add_subplot(), 8.5 if n_x <= 10 else 7.0
+
+
+def finish_grid_axes(
+    fig: Figure,
+    ax: Axes,
+    lengths: Sequence[int],
+    depths: Sequence[float],
+    title: str,
+    scale: ScalarMappable,
+    scale_label: str,
+) -> None:
+    """Limits, ticks, labels, title and colour bar of a length x depth grid (recall or difference)."""
+    n_x, n_y = max(len(lengths), 1), max(len(depths), 1)
     ax.set_xlim(-0.5, n_x - 0.5)
     ax.set_ylim(n_y - 0.5, -0.5)  # depth 0 (start of the context) at the top
-    ax.set_xticks(range(len(grid.lengths)), [tokens(v) for v in grid.lengths], rotation=30, ha="right")
-    ax.set_yticks(range(len(grid.depths)), [f"{d:g}%" for d in grid.depths])
+    ax.set_xticks(range(len(lengths)), [tokens(v) for v in lengths], rotation=30, ha="right")
+    ax.set_yticks(range(len(depths)), [f"{d:g}%" for d in depths])
     ax.tick_params(length=0, labelsize=8)
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("needle depth")
     ax.set_title(title, fontsize=10, loc="left")
-    colourbar = fig.colorbar(
-        ScalarMappable(norm=RECALL_NORM, cmap=RECALL_CMAP), ax=ax, fraction=0.04, pad=0.02
-    )
-    colourbar.set_label("recall (passes / answered)", fontsize=8)
+    colourbar = fig.colorbar(scale, ax=ax, fraction=0.04, pad=0.02)
+    colourbar.set_label(scale_label, fontsize=8)
     colourbar.ax.tick_params(labelsize=7)
+
+
+def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:
+    fig, ax, font = grid_figure(grid.lengths, grid.depths)
+    for y, row in enumerate(grid.cells):
+        for x, cell in enumerate(row):
+            _draw_cell(ax, x, y, cell, font)
+    scale = ScalarMappable(norm=RECALL_NORM, cmap=RECALL_CMAP)
+    finish_grid_axes(fig, ax, grid.lengths, grid.depths, title, scale, "recall (passes / answered)")
     legend = [
         Patch(
             facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="infrastructure only (not a miss)"
