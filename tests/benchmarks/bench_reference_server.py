@@ -28,11 +28,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.launchers.reference.test_server_http import (  # noqa: E402 - after the path fix
-    start_server,
-    wait_ready,
-    words,
-)
+from tests.e2e.reference_server import start_server, wait_ready  # noqa: E402 - after the path fix
+from tests.launchers.reference.test_server_http import words  # noqa: E402
 
 PROBE_TIMEOUT_S = 300.0
 

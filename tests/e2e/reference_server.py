@@ -1,4 +1,8 @@
-"""Start the real reference server (`python -m launchers.reference.server`) for end-to-end tests."""
+"""Start the real reference server (`python -m launchers.reference.server`) in tests.
+
+start_server + wait_ready for tests that look at start-up itself (statuses, time to ready, deaths);
+ReferenceServer for tests that only need a ready server.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -23,36 +28,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class ReferenceServer:
+@dataclass
+class ServerProcess:
     """One reference server process in its own process group, stopped by group."""
 
-    def __init__(self, log_path: Path, *extra_args: str):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "-m", "launchers.reference.server", "--port", str(self.port), *extra_args]
-        self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            argv, stdout=self.log, stderr=subprocess.STDOUT, env=cli_env(), cwd=REPO, start_new_session=True
-        )
-        self._wait_ready(log_path)
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log_path: Path
+    ready_s: float | None = None
+    statuses: list[int] = field(default_factory=list)  # /health_generate answers seen while starting
 
-    def _wait_ready(self, log_path: Path) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"reference server exited {self.process.returncode}: {log_path.read_text()[-2000:]}"
-                )
-            try:
-                if httpx.get(f"{self.base_url}/health_generate", timeout=5).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(
-            f"reference server not ready in {READY_TIMEOUT_S:.0f}s: {log_path.read_text()[-2000:]}"
-        )
+    @property
+    def port(self) -> int:
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -61,5 +52,63 @@ class ReferenceServer:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self.log.close()
+                self.process.wait(timeout=15)
+
+
+def start_server(
+    log_dir: Path, *flags: str, env: dict[str, str] | None = None, log_path: Path | None = None
+) -> ServerProcess:
+    """Start the server on a free port, logging to log_path (default: log_dir/server-<port>.log)."""
+    port = free_port()
+    log_path = log_path or log_dir / f"server-{port}.log"
+    argv = [sys.executable, "-m", "launchers.reference.server", "--port", str(port), *flags]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**cli_env(), **(env or {})},
+        )
+    return ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
+
+
+def wait_ready(server: ServerProcess, deadline_s: float, started: float) -> float:
+    """Poll /health_generate until 200; returns seconds from `started` (a perf_counter time).
+
+    Records in server.statuses every distinct status seen on the way (503 while loading).
+    """
+    with httpx.Client(timeout=5.0) as client:
+        while time.perf_counter() - started < deadline_s:
+            if server.process.poll() is not None:
+                raise AssertionError(
+                    f"server exited with {server.process.returncode}:\n{server.log()[-3000:]}"
+                )
+            try:
+                status = client.get(f"{server.base_url}/health_generate").status_code
+            except httpx.TransportError:
+                status = None
+            if status is not None and status not in server.statuses:
+                server.statuses.append(status)
+            if status == 200:
+                return time.perf_counter() - started
+            time.sleep(0.05)
+    raise AssertionError(f"not ready within {deadline_s} s:\n{server.log()[-3000:]}")
+
+
+class ReferenceServer:
+    """A ready reference server, logging to log_path; stop() stops its process group."""
+
+    def __init__(self, log_path: Path, *extra_args: str):
+        self.server = start_server(log_path.parent, *extra_args, log_path=log_path)
+        self.port = self.server.port
+        self.base_url = self.server.base_url
+        try:
+            self.server.ready_s = wait_ready(self.server, READY_TIMEOUT_S, time.perf_counter())
+        except BaseException:
+            self.server.stop()
+            raise
+
+    def stop(self) -> None:
+        self.server.stop()

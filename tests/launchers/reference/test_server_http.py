@@ -9,95 +9,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
+from tests.e2e.reference_server import ServerProcess, start_server, wait_ready
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[3]
 READY_DEADLINE_S = 120.0  # generous for loaded machines; the benchmark reports the start-to-ready time
 CONTEXT = 8192
 POOL = 16384
 TOPK = 64
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class ServerProcess:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log_path: Path
-    ready_s: float | None = None
-    statuses: list[int] = field(default_factory=list)  # /health_generate answers seen while starting
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=15)
-
-
-def start_server(log_dir: Path, *flags: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """Start `python -m launchers.reference.server` in its own process group, logging to a file."""
-    port = free_port()
-    log_path = log_dir / f"server-{port}.log"
-    argv = [sys.executable, "-m", "launchers.reference.server", "--port", str(port), *flags]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            argv,
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
-    return ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
-
-
-def wait_ready(server: ServerProcess, deadline_s: float, started: float) -> float:
-    """Poll /health_generate until 200; returns seconds from `started` (a perf_counter time).
-
-    Records in server.statuses every distinct status seen on the way (503 while loading).
-    """
-    with httpx.Client(timeout=5.0) as client:
-        while time.perf_counter() - started < deadline_s:
-            if server.process.poll() is not None:
-                raise AssertionError(
-                    f"server exited with {server.process.returncode}:\n{server.log()[-3000:]}"
-                )
-            try:
-                status = client.get(f"{server.base_url}/health_generate").status_code
-            except httpx.TransportError:
-                status = None
-            if status is not None and status not in server.statuses:
-                server.statuses.append(status)
-            if status == 200:
-                return time.perf_counter() - started
-            time.sleep(0.05)
-    raise AssertionError(f"not ready within {deadline_s} s:\n{server.log()[-3000:]}")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.launchers.reference.test_server_http import start_server, wait_ready, words
+from tests.e2e.reference_server import start_server, wait_ready
+from tests.launchers.reference.test_server_http import words
 
 pytestmark = pytest.mark.slow
 
