@@ -33,26 +33,24 @@ def yaml_lines(blocks: list[Block]) -> list[str]:
     return lines
 
 
-def toml_lines(blocks: list[Block]) -> list[str]:
+def _bracketed_lines(blocks: list[Block], write_value: Callable[[str, str], str]) -> list[str]:
+    """[top.sub] headers over `key = value` lines, sections apart by a blank line (TOML and INI)."""
     lines: list[str] = []
     for top, sections in blocks:
         for sub, entries in sections:
             if lines:
                 lines.append("")
             lines.append(f"[{top}.{sub}]")
-            lines.extend(f"{key} = {_scalar(key, value)}" for key, value in entries)
+            lines.extend(f"{key} = {write_value(key, value)}" for key, value in entries)
     return lines
+
+
+def toml_lines(blocks: list[Block]) -> list[str]:
+    return _bracketed_lines(blocks, _scalar)
 
 
 def ini_lines(blocks: list[Block]) -> list[str]:
-    lines: list[str] = []
-    for top, sections in blocks:
-        for sub, entries in sections:
-            if lines:
-                lines.append("")
-            lines.append(f"[{top}.{sub}]")
-            lines.extend(f"{key} = {value}" for key, value in entries)
-    return lines
+    return _bracketed_lines(blocks, lambda _key, value: value)
 
 
 def json_lines(blocks: list[Block]) -> list[str]:
