@@ -8,7 +8,7 @@ import shlex
 import time
 import webbrowser
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,30 +18,23 @@ from recall_eval.stats import recall_counts, wilson_interval
 from recall_eval.store import RunStore
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Profile, Result
 
-# Profile field -> the option that overrides it, where the names differ (for messages about flags).
+# Profile fields a command-line option overrides (sweep, serve; None: not given), and the option's
+# parameter name where it differs from the field's.
+OVERRIDE_FIELDS = (
+    "index_k_dtype",
+    "index_topk",
+    "mem_fraction_static",
+    "context_length",
+    "model_path",
+    "tp",
+    "port",
+)
 OVERRIDE_FLAGS = {"mem_fraction_static": "mem_fraction"}
 
 
-def profile_overrides(
-    *,
-    index_k_dtype: str | None,
-    index_topk: int | None,
-    mem_fraction: float | None,
-    context_length: int | None,
-    model_path: str | None,
-    tp: int | None,
-    port: int | None,
-) -> dict[str, Any]:
-    """The profile override options as resolve_profile takes them (Profile field names; None: not given)."""
-    return {
-        "index_k_dtype": index_k_dtype,
-        "index_topk": index_topk,
-        "mem_fraction_static": mem_fraction,
-        "context_length": context_length,
-        "model_path": model_path,
-        "tp": tp,
-        "port": port,
-    }
+def profile_overrides(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The override options of a command (its parameters by name) as resolve_profile takes them."""
+    return {name: options[OVERRIDE_FLAGS.get(name, name)] for name in OVERRIDE_FIELDS}
 
 
 def external_profile(base_url: str, model: str | None) -> Profile:

@@ -55,18 +55,7 @@ def serve(
     from launchers.lifecycle import ServerStartError, launch, sigterm_raises_exit
     from launchers.profiles import resolve_profile
 
-    overrides = {
-        **profile_overrides(
-            index_k_dtype=index_k_dtype,
-            index_topk=index_topk,
-            mem_fraction=mem_fraction,
-            context_length=context_length,
-            model_path=model_path,
-            tp=tp,
-            port=port,
-        ),
-        "memory_limit_gb": memory_limit_gb,
-    }
+    overrides = {**profile_overrides(locals()), "memory_limit_gb": memory_limit_gb}
     resolved = resolve_profile(profile, overrides, profiles_file)
     logs = _log_dir(resolved.name, log_dir)
 

@@ -203,15 +203,7 @@ def sweep(
 ) -> None:
     """Run the recall grid (suites x lengths x depths x trials) and write a report."""
     options = dict(locals())
-    overrides = profile_overrides(
-        index_k_dtype=index_k_dtype,
-        index_topk=index_topk,
-        mem_fraction=mem_fraction,
-        context_length=context_length,
-        model_path=model_path,
-        tp=tp,
-        port=port,
-    )
+    overrides = profile_overrides(options)
     for name in ("trials", "concurrency", "max_tokens"):
         _positive("--" + name.replace("_", "-"), options[name])
     _positive("--request-timeout", request_timeout, minimum=0.001)
