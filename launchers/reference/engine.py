@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +28,31 @@ def _is_allocation_failure(err: BaseException) -> bool:
     )
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run a block with n intra-op threads (process-wide; the server runs one step at a time)."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)
+
+
 class ReferenceEngine:
+    """Prefill uses `settings.threads` intra-op threads (torch's default: all cores); decode steps
+    use one: their ops are tiny, and on a busy 2-core machine OpenMP barriers between two
+    threads made decode up to ten times slower."""
+
+    decode_threads = 1
+
     def __init__(self, settings: EngineSettings | None = None):
         self.settings = settings or EngineSettings()
         if self.settings.threads:
             torch.set_num_threads(self.settings.threads)
+        self.prefill_threads = torch.get_num_threads()
         weights = Path(self.settings.weights_dir)
         self.model = ReferenceModel.load(weights)
         self.tokenizer = ChatTokenizer(weights / "tokenizer.json")
@@ -89,8 +110,10 @@ class ReferenceEngine:
         generated: list[int] = []
         emitted = ""
         try:
-            runner.prefill(seq, prompt_ids)
-            logits, selections = runner.next_logits(seq, topk)
+            with torch_threads(self.prefill_threads):
+                runner.prefill(seq, prompt_ids)
+            with torch_threads(self.decode_threads):
+                logits, selections = runner.next_logits(seq, topk)
             while True:
                 token = int(torch.argmax(logits))
                 generated.append(token)
@@ -111,8 +134,9 @@ class ReferenceEngine:
                 if finish is not None:
                     return
                 phase = "decode"
-                runner.append(seq, token)
-                logits, selections = runner.next_logits(seq, topk)
+                with torch_threads(self.decode_threads):
+                    runner.append(seq, token)
+                    logits, selections = runner.next_logits(seq, topk)
         except (RuntimeError, MemoryError) as err:
             if _is_allocation_failure(err):
                 raise EngineOutOfMemory(phase, str(err).splitlines()[0]) from err  # type: ignore[arg-type]
