@@ -42,6 +42,7 @@ class EvalCase:
     trial: int
     ids: list[int]
     expected: tuple[str, ...]
+    value_tokens: tuple[int, int] = (0, 0)  # token span of the fact's value in ids (analysis only)
 
 
 @functools.cache
@@ -73,7 +74,15 @@ def _calibrate(job: tuple[object, int, str]) -> EvalCase:
     while len(ids_for(words + 1)) <= target:
         words += 1
     case = recipe.render(words)
-    return EvalCase(target, case.depth_percent, case.trial, ids_for(words), case.expected)
+    text = tok.chat_prompt([{"role": m.role, "content": m.content} for m in case.messages])
+    offsets = tok.tokenizer.encode(text, add_special_tokens=False).offsets
+    assert case.needle is not None
+    start = text.index(case.messages[0].content) + case.needle.char_start
+    end = start + case.needle.char_end - case.needle.char_start
+    span = [i for i, (a, b) in enumerate(offsets) if b > start and a < end]
+    return EvalCase(
+        target, case.depth_percent, case.trial, ids_for(words), case.expected, (span[0], span[-1] + 1)
+    )
 
 
 def build_cases(
@@ -185,6 +194,53 @@ def run_engine(
     return rows
 
 
+def selection_report(
+    cases: list[EvalCase], topks: Sequence[int], threads: int | None, weights: Path
+) -> list[dict]:
+    """At the last prompt position, per DSA layer: where the needle's blocks rank among the
+    candidates with bf16 and with fp8 index keys, the indexer-logit margin between the best
+    needle block and the best other block, and how many of the top-k blocks the two dtypes share."""
+    from launchers.reference.engine import ReferenceEngine
+    from launchers.reference.inference import SequenceState
+
+    engines = {
+        d: ReferenceEngine(EngineSettings(weights_dir=weights, index_k_dtype=d, threads=threads))
+        for d in ("bf16", "fp8")
+    }  # type: ignore[arg-type]
+    rows = []
+    for case in cases:
+        scores: dict[str, list[torch.Tensor]] = {}
+        for dtype, engine in engines.items():
+            pages = engine.pool.allocate(len(case.ids))
+            try:
+                seq = SequenceState(pages)
+                engine.runner.prefill(seq, case.ids)
+                scores[dtype] = []
+                engine.runner.next_logits(seq, 1, scores[dtype])
+            finally:
+                engine.pool.release(pages)
+        needle = torch.arange(case.value_tokens[0] // 4, (case.value_tokens[1] - 1) // 4 + 1)
+        for layer, (s16, s8) in enumerate(zip(scores["bf16"], scores["fp8"], strict=True)):
+            row: dict = {"length": len(case.ids), "depth": case.depth, "layer": layer}
+            for name, s in (("bf16", s16), ("fp8", s8)):
+                inside = needle[needle < len(s)]
+                if not len(inside):
+                    continue
+                best = s[inside].max()
+                others = s.clone()
+                others[inside] = float("-inf")
+                row[f"{name}_rank"] = int((s > best).sum()) + 1
+                row[f"{name}_margin"] = round(float(best - others.max()), 4)
+            for k in topks:
+                a = set(torch.topk(s16, min(k, len(s16))).indices.tolist())
+                b = set(torch.topk(s8, min(k, len(s8))).indices.tolist())
+                row[f"shared_top{k}"] = round(len(a & b) / max(1, len(a)), 4)
+            row["max_abs_logit_diff"] = round(float((s16 - s8).abs().max()), 5)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def _row(length: int, dtype: str, topk: int, passes: list[bool], group: list[EvalCase]) -> dict:
     return {
         "length": length,
@@ -230,6 +286,11 @@ def main() -> None:
         help="evaluate the served engine (CPU) instead of the batched decoder",
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--selections",
+        action="store_true",
+        help="report needle-block ranks and fp8/bf16 top-k overlap instead",
+    )
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--workers", type=int, default=max(1, (mp.cpu_count() or 2) - 1))
     parser.add_argument("--weights", type=Path, default=WEIGHTS_DIR)
@@ -247,6 +308,11 @@ def main() -> None:
     print(f"{len(cases)} cases calibrated in {time.time() - t0:.1f}s", flush=True)
     dtypes, topks = args.dtypes.split(","), [int(k) for k in args.topks.split(",")]
     rows: list[dict] = []
+    if args.selections:
+        rows = selection_report(cases, topks, args.threads, args.weights)
+        if args.out:
+            args.out.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+        return
     if args.engine:
         rows = run_engine(cases, dtypes, topks, args.threads, args.weights, args.out)
     else:

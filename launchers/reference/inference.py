@@ -120,9 +120,12 @@ class Runner:
         seq.length = pos + 1
 
     @torch.inference_mode()
-    def next_logits(self, seq: SequenceState, index_topk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_logits(
+        self, seq: SequenceState, index_topk: int, indexer_scores: list[torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The DSA stack at the last written position: logits (V,) and each layer's selected
-        blocks, int32 (n_dsa, index_topk) padded with -1."""
+        blocks, int32 (n_dsa, index_topk) padded with -1. If `indexer_scores` is a list, each
+        layer's indexer logits over its candidate blocks are appended to it (for analysis)."""
         model, pool, cfg = self.model, self.pool, self.cfg
         if seq.x_last is None:
             raise RuntimeError("next_logits before prefill")
@@ -138,6 +141,8 @@ class Runner:
                     iq.unsqueeze(0), iw.unsqueeze(0), self._read_index_keys(layer, seq.pages[:n_cand])
                 )
                 sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
+                if indexer_scores is not None:
+                    indexer_scores.append(logits[0, 0].clone())
             else:
                 sel = torch.full((index_topk,), -1, dtype=torch.long)
             selections.append(sel)
