@@ -77,7 +77,9 @@ def test_kill_9_mid_sweep_records_crash_relaunches_and_finishes(tmp_path, monkey
     assert any(result.outcome in ("pass", "miss", "empty", "truncated") for result in results)
     assert run.relaunches == 1
     log = (run_dir / "server-main.log").read_text()
-    assert "recall-eval: start of main" in log and "recall-eval: relaunch 1, attempt 1/3 of main" in log
+    assert (
+        "recall-eval: start of main" in log and "recall-eval: relaunch 1, attempt 1/1 of main" in log
+    )  # the runner owns the retries
     assert log.count("The server is fired up and ready to roll!") == 2
     assert reference_server_pid(sweep.pid) is None if psutil.pid_exists(sweep.pid) else True
     assert not psutil.pid_exists(killed_pid) or psutil.Process(killed_pid).status() == psutil.STATUS_ZOMBIE
