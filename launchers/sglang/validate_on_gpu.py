@@ -37,7 +37,18 @@ FULL = {
     "topks": (512, 1024),
     "decode_keys": [4096, 16384, 65536, 131072, 262144, 524288],
     "decode_batches": [1, 4, 16, 64],
-    "sweep_points": [(131072, 1), (524288, 1), (65536, 16), (262144, 64)],
+    # decode sweep: batch 1-4 from 128K keys (the short calls), plus mid and large calls as guards
+    "sweep_points": [
+        (131072, 1),
+        (131072, 4),
+        (262144, 1),
+        (262144, 4),
+        (524288, 1),
+        (524288, 4),
+        (16384, 16),
+        (65536, 16),
+        (262144, 64),
+    ],
     "candidate_check": ([1000, 4096 + 17, 130, 64], (2048, 64)),
     "prefill_tokens": [22528, 131072],
 }
@@ -49,7 +60,7 @@ QUICK = {
     "topks": (64, 128),
     "decode_keys": [128, 512],
     "decode_batches": [1, 2],
-    "sweep_points": [(512, 1)],
+    "sweep_points": [(512, 1), (128, 2)],
     "candidate_check": ([300, 77], (300, 8)),
     "prefill_tokens": [256],
 }
@@ -60,6 +71,15 @@ DECODE_CANDIDATES = [
     LogitsConfig(8, 3, keys_as_rows=True, pages_per_iter=2),
     LogitsConfig(4, 4, keys_as_rows=True, pages_per_iter=2),
     LogitsConfig(8, 3, pages_per_iter=2),
+    # fewer, longer programs: a short call (one request, 128K keys) pays each program's start once
+    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=4),
+    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=3),
+    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=2),
+    LogitsConfig(4, 4, keys_as_rows=True, programs_per_sm=2),
+    LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2),
+    LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=1),
+    LogitsConfig(4, 4, keys_as_rows=True, pages_per_iter=2, programs_per_sm=4),
+    LogitsConfig(8, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2),
 ]
 RAGGED_CANDIDATES = [
     LogitsConfig(4, 3, block_q=2),
@@ -106,39 +126,53 @@ def _candidate_ok(
 
 
 def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, list[str]]:
-    """Check every candidate launch shape, time the correct ones, keep the fastest per (kind, path)."""
+    """Check every candidate launch shape, time the correct ones, keep the fastest per (kind, path).
+    Decode scores a shape by its mean over the sweep points of time / fastest time at that point, so
+    a short call counts as much as a long one."""
     lines, best = [], {}
     for kind in KINDS:
         for ragged, candidates in ((False, DECODE_CANDIDATES), (True, RAGGED_CANDIDATES)):
-            times = {}
+            times: dict[LogitsConfig, list[float]] = {}
+            problems: dict[LogitsConfig, str] = {}
             for cfg in candidates:
-                label = f"{'prefill' if ragged else 'decode'} {kind} {_fmt_cfg(cfg, ragged)}"
                 try:
                     problem = _candidate_ok(kind, cfg, ragged, sizes, device)
-                    if problem is None:
-                        if ragged:
-                            tokens = sizes["prefill_tokens"][0]
-                            times[cfg] = kb.measure_prefill_kernel(kind, tokens, cfg, device, 7).ms
-                        else:
-                            points = sizes["sweep_points"]
-                            times[cfg] = sum(
-                                kb.time_decode(kind, pools[kind], k, b, cfg, device).ms for k, b in points
-                            )
+                    if problem is not None:
+                        problems[cfg] = problem
+                    elif ragged:
+                        tokens = sizes["prefill_tokens"][0]
+                        times[cfg] = [kb.measure_prefill_kernel(kind, tokens, cfg, device, 7).ms]
+                    else:
+                        times[cfg] = [
+                            kb.time_decode(kind, pools[kind], k, b, cfg, device).ms
+                            for k, b in sizes["sweep_points"]
+                        ]
                 except Exception as error:  # a shape that does not compile here is reported and skipped
-                    problem = (
-                        f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
-                    )
-                lines.append(f"{label}: {problem}" if problem else f"{label}: {times[cfg]:.4f} ms")
+                    first = str(error).splitlines()[0][:160] if str(error) else ""
+                    problems[cfg] = f"{type(error).__name__}: {first}"
             if not times:
                 raise RuntimeError(f"no launch shape works for {kind} {'prefill' if ragged else 'decode'}")
-            best[kind, ragged] = min(times, key=times.get)
+            fastest = [min(t[i] for t in times.values()) for i in range(len(next(iter(times.values()))))]
+            score = {
+                cfg: sum(x / f for x, f in zip(t, fastest, strict=True)) / len(t) for cfg, t in times.items()
+            }
+            for cfg in candidates:
+                label = f"{'prefill' if ragged else 'decode'} {kind} {_fmt_cfg(cfg, ragged)}"
+                if cfg in problems:
+                    lines.append(f"{label}: {problems[cfg]}")
+                elif ragged:
+                    lines.append(f"{label}: {times[cfg][0]:.4f} ms")
+                else:
+                    each = " / ".join(f"{x:.4f}" for x in times[cfg])
+                    lines.append(f"{label}: {score[cfg]:.3f} x fastest ({each} ms)")
+            best[kind, ragged] = min(score, key=score.get)
     return best, lines
 
 
 def _fmt_cfg(cfg: LogitsConfig, block_q: bool = True) -> str:
     text = (
         f"warps={cfg.num_warps} stages={cfg.num_stages} pages/iter={cfg.pages_per_iter} "
-        f"{'k@q^T' if cfg.keys_as_rows else 'q@k^T'}"
+        f"{'k@q^T' if cfg.keys_as_rows else 'q@k^T'} programs/SM={cfg.programs_per_sm}"
     )
     return f"{text} block_q={cfg.block_q}" if block_q else text
 
@@ -219,7 +253,16 @@ def render(result: dict) -> str:
     out += ["", "## Targets", ""] + [
         f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in result["targets"]
     ]
-    out += ["", "## Launch-shape sweep", ""] + [f"- {line}" for line in result["sweep"]]
+    points = ", ".join(f"{k}x{b}" for k, b in result["sweep_points"])
+    out += [
+        "",
+        "## Launch-shape sweep",
+        "",
+        f"Decode: mean over the points (keys x batch) {points} of time / the fastest shape's time at that",
+        "point (1.000 = fastest everywhere), then each point's ms in that order; prefill: ms at "
+        f"{result['prefill_tokens'][0]} tokens.",
+        "",
+    ] + [f"- {line}" for line in result["sweep"]]
     return "\n".join(out) + "\n"
 
 
@@ -265,6 +308,8 @@ def run(quick: bool) -> dict:
         "triton": triton.__version__,
         "python": platform.python_version(),
         "topks": list(sizes["topks"]),
+        "sweep_points": [list(p) for p in sizes["sweep_points"]],
+        "prefill_tokens": list(sizes["prefill_tokens"]),
     }
     started = time.perf_counter()
 

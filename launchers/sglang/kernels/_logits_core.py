@@ -149,10 +149,14 @@ class LogitsConfig:
 
 
 DEFAULT_CONFIG = LogitsConfig(keys_as_rows=True)
-# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 (KERNELS.md)
+# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 (KERNELS.md);
+# bf16 decode: 4 programs per SM (not 8) halves the program count of short calls (one request, 128K keys:
+# 512 programs of 4 pages, 15.1 -> 13.7 us); calls of >= 33792 pages (16 x 128K keys) keep 32-page programs
 TUNED: dict[tuple[str, bool], LogitsConfig] = {
-    ("bf16", False): LogitsConfig(num_warps=4, num_stages=3, pages_per_iter=1, keys_as_rows=True),
-    ("fp8", False): LogitsConfig(num_warps=4, num_stages=3, pages_per_iter=2, keys_as_rows=True),
+    ("bf16", False): LogitsConfig(
+        num_warps=4, num_stages=3, pages_per_iter=1, keys_as_rows=True, programs_per_sm=4
+    ),
+    ("fp8", False): LogitsConfig(num_warps=4, num_stages=4, pages_per_iter=2, keys_as_rows=True),
     ("bf16", True): LogitsConfig(num_warps=8, num_stages=3, block_q=4, pages_per_iter=1, keys_as_rows=True),
     ("fp8", True): LogitsConfig(num_warps=4, num_stages=3, block_q=2, pages_per_iter=1, keys_as_rows=True),
 }
