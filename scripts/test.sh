@@ -13,6 +13,6 @@ python3 -m pip install -q -e '.[test]'
 python3 -m pip install -q --no-deps sglang==0.5.23 sglang-router==0.3.2 apache-tvm-ffi==0.1.11 \
   compressed-tensors==0.18.0
 python3 -m pip install -q triton orjson pybase64 requests pillow starlette msgspec pyzmq tqdm IPython \
-  aiohttp transformers==5.19.0 setproctitle loguru gguf einops
+  aiohttp transformers==5.19.0 setproctitle loguru gguf einops dill sentencepiece openai partial_json_parser
 
 python3 -m pytest -q "$@"
