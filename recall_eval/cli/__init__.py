@@ -7,17 +7,13 @@ import importlib
 
 from recall_eval.cli.app import app, run_cli
 
-# Command modules; each one that exists registers its commands on `app` when imported.
+# Command modules; each registers its commands on `app` when imported.
 _COMMAND_MODULES = ("sweep", "report", "runs", "compare", "serve", "plan", "profiles")
 
 
 def _register_commands() -> None:
     for name in _COMMAND_MODULES:
-        try:
-            importlib.import_module(f"recall_eval.cli.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"recall_eval.cli.{name}":
-                raise
+        importlib.import_module(f"recall_eval.cli.{name}")
 
 
 def main() -> None:
