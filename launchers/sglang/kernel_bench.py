@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import torch
 import triton
+import triton.language as tl
 
 from launchers.sglang.kernel_checks import random_queries
 from launchers.sglang.kernels import layout
-from launchers.sglang.kernels._logits_core import LogitsConfig
+from launchers.sglang.kernels._logits_core import LogitsConfig, pages_per_program
 from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, IndexKDtype
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
@@ -72,21 +73,50 @@ class DecodeTiming:
         return self.ms * 1e6 / (self.keys * self.batch)
 
 
-ROTATION_BYTES = 256 << 20  # consecutive calls in one timed graph read at least this many distinct bytes
+# consecutive calls in one timed graph read at least this many distinct bytes (the L2 is 60 MB): at 1 GiB a
+# short call (one request, 128K keys, 32 MiB) is replayed 64 times, so the graph's own launch is amortized
+# as in a decode step's graph of hundreds of kernels (256 MiB, 16 calls, read 1-4% slower: KERNELS.md)
+ROTATION_BYTES = 1 << 30
 
 
-def time_decode(
-    kind: IndexKDtype, pool: torch.Tensor, keys: int, batch: int, config: LogitsConfig, device: torch.device
-) -> DecodeTiming:
-    """Decode as SGLang runs it, captured in a CUDA graph. Each request gets its own shuffled pages; the
-    graph holds `rotation` calls on disjoint pages so that small calls still read from HBM, not L2."""
+def _decode_tables(
+    pool: torch.Tensor, keys: int, batch: int, device: torch.device, rotation_bytes: int
+) -> torch.Tensor:
+    """`[rotation, batch, pages]` page tables over disjoint shuffled pages, one per call in the graph."""
     pages = keys // INDEX_PAGE_SIZE
     per_call = batch * pages
     rotation = max(
-        1, min(256, ROTATION_BYTES // (per_call * INDEX_PAGE_SIZE * 128), pool.shape[0] // per_call)
+        1, min(256, rotation_bytes // (per_call * INDEX_PAGE_SIZE * 128), pool.shape[0] // per_call)
     )
     chosen = torch.randperm(pool.shape[0], generator=torch.Generator().manual_seed(keys * 7 + batch))
-    tables = chosen[: rotation * per_call].view(rotation, batch, pages).to(device=device, dtype=torch.int32)
+    return chosen[: rotation * per_call].view(rotation, batch, pages).to(device=device, dtype=torch.int32)
+
+
+def _ms_per_call(call: Callable[[int], None], rotation: int, device: torch.device) -> float:
+    """Median ms of one call, from CUDA-graph replays of `rotation` calls (one wall-clock run on a CPU)."""
+    call(0)  # compile outside the capture
+    if device.type != "cuda":
+        return median_ms(lambda: call(0), device)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(rotation):
+            call(i)
+    return median_ms(graph.replay, device) / rotation
+
+
+def time_decode(
+    kind: IndexKDtype,
+    pool: torch.Tensor,
+    keys: int,
+    batch: int,
+    config: LogitsConfig,
+    device: torch.device,
+    rotation_bytes: int = ROTATION_BYTES,
+) -> DecodeTiming:
+    """Decode as SGLang runs it, captured in a CUDA graph. Each request gets its own shuffled pages; the
+    graph holds several calls on disjoint pages so that small calls still read from HBM, not L2."""
+    tables = _decode_tables(pool, keys, batch, device, rotation_bytes)
     q8, weights = random_queries(
         batch, HEADS, torch.Generator(device=device).manual_seed(keys + batch), device
     )
@@ -97,18 +127,56 @@ def time_decode(
     def call(i: int) -> None:
         paged_mqa_logits(q8, pool, weights, lens, tables[i], None, keys, out=out, config=config)
 
-    call(0)  # compile outside the capture
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for i in range(rotation):
-                call(i)
-        ms = median_ms(graph.replay, device) / rotation
-    else:
-        ms = median_ms(lambda: call(0), device)
+    ms = _ms_per_call(call, tables.shape[0], device)
     moved = batch * keys * (layout.bytes_per_token(kind) + 4)
     return DecodeTiming(kind, keys, batch, ms, moved / ms / 1e6)
+
+
+@triton.jit
+def read_floor_kernel(
+    pool_bf16, page_table_ptr, out_ptr, page_table_stride, pages_per_split, n_pages,
+    D: tl.constexpr, PAGE_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
+    """The decode kernel's memory traffic without its math: walk the same pages, sum each key, write one
+    fp32 per key."""
+    req = tl.program_id(1)
+    p_begin = tl.program_id(2) * pages_per_split
+    p_end = tl.minimum(n_pages, p_begin + pages_per_split)
+    j = tl.arange(0, PAGE_SIZE)
+    d = tl.arange(0, D)
+    table_row = page_table_ptr + req.to(tl.int64) * page_table_stride
+    out_row = out_ptr + req.to(tl.int64) * n_pages * PAGE_SIZE
+    for p in tl.range(p_begin, p_end, num_stages=NUM_STAGES):
+        page = tl.load(table_row + p).to(tl.int64)
+        k = tl.load(pool_bf16 + page * (PAGE_SIZE * D) + j[:, None] * D + d[None, :])
+        tl.store(out_row + p * PAGE_SIZE + j, tl.sum(k.to(tl.float32), 1))
+
+
+def time_read_floor(
+    pool: torch.Tensor,
+    keys: int,
+    batch: int,
+    config: LogitsConfig,
+    device: torch.device,
+    rotation_bytes: int = ROTATION_BYTES,
+) -> DecodeTiming:
+    """The read-only floor for bf16 decode: same grid, page walk and logits bytes as the decode kernel
+    under `config`, timed the same way. No key-reading kernel of this shape does much better."""
+    tables = _decode_tables(pool, keys, batch, device, rotation_bytes)
+    pages = tables.shape[2]
+    per_program = pages_per_program(pages, batch, False, config, device)
+    grid = (1, batch, triton.cdiv(pages, per_program))
+    out = torch.empty(batch, keys, dtype=torch.float32, device=device)
+    rows = layout.as_page_rows(pool).view(torch.bfloat16)
+
+    def call(i: int) -> None:
+        read_floor_kernel[grid](
+            rows, tables[i], out, pages, per_program, pages,
+            D=128, PAGE_SIZE=INDEX_PAGE_SIZE, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+        )  # fmt: skip
+
+    ms = _ms_per_call(call, tables.shape[0], device)
+    return DecodeTiming("bf16", keys, batch, ms, batch * keys * (256 + 4) / ms / 1e6)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ FULL = {
     ],
     "candidate_check": ([1000, 4096 + 17, 130, 64], (2048, 64)),
     "prefill_tokens": [22528, 131072],
+    "short_call_points": [(131072, 1), (262144, 1), (131072, 4)],
 }
 QUICK = {
     "copy_bytes": 1 << 20,
@@ -63,23 +64,27 @@ QUICK = {
     "sweep_points": [(512, 1), (128, 2)],
     "candidate_check": ([300, 77], (300, 8)),
     "prefill_tokens": [256],
+    "short_call_points": [(512, 1)],
 }
 DECODE_CANDIDATES = [
     LogitsConfig(4, 3),
     LogitsConfig(4, 3, keys_as_rows=True),
     LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2),
-    LogitsConfig(8, 3, keys_as_rows=True, pages_per_iter=2),
     LogitsConfig(4, 4, keys_as_rows=True, pages_per_iter=2),
     LogitsConfig(8, 3, pages_per_iter=2),
     # fewer, longer programs: a short call (one request, 128K keys) pays each program's start once
     LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=4),
-    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=3),
-    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=2),
-    LogitsConfig(4, 4, keys_as_rows=True, programs_per_sm=2),
     LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2),
-    LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=1),
-    LogitsConfig(4, 4, keys_as_rows=True, pages_per_iter=2, programs_per_sm=4),
     LogitsConfig(8, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2),
+    # programmatic dependent launch: a call's launch overlaps the previous kernel's tail
+    LogitsConfig(4, 3, keys_as_rows=True, pdl=True),
+    LogitsConfig(4, 4, keys_as_rows=True, pages_per_iter=2, pdl=True),
+    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=4, pdl=True),
+    LogitsConfig(4, 2, keys_as_rows=True, programs_per_sm=4, pdl=True),
+    LogitsConfig(8, 3, keys_as_rows=True, programs_per_sm=4, pdl=True),
+    LogitsConfig(4, 3, keys_as_rows=True, programs_per_sm=3, pdl=True),
+    LogitsConfig(4, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2, pdl=True),
+    LogitsConfig(8, 3, keys_as_rows=True, pages_per_iter=2, programs_per_sm=2, pdl=True),
 ]
 RAGGED_CANDIDATES = [
     LogitsConfig(4, 3, block_q=2),
@@ -169,10 +174,30 @@ def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, list[st
     return best, lines
 
 
+def short_calls(sizes: dict, pool: torch.Tensor, chosen: LogitsConfig, device: torch.device) -> list[dict]:
+    """bf16 decode calls of one to a few requests, where launch and ramp weigh most: the chosen shape
+    with and without PDL, the same at 256 MiB per graph replay, and the read-only floor of that grid."""
+    plain, pdl = dataclasses.replace(chosen, pdl=False), dataclasses.replace(chosen, pdl=True)
+    rows = []
+    for keys, batch in sizes["short_call_points"]:
+        timings = {
+            "floor": kb.time_read_floor(pool, keys, batch, plain, device),
+            "plain": kb.time_decode("bf16", pool, keys, batch, plain, device),
+            "pdl": kb.time_decode("bf16", pool, keys, batch, pdl, device),
+            "chosen_256mib": kb.time_decode("bf16", pool, keys, batch, chosen, device, 256 << 20),
+        }
+        rows.append(
+            {"keys": keys, "batch": batch} | {k: {"ms": t.ms, "gbs": t.gbs} for k, t in timings.items()}
+        )
+    return rows
+
+
 def _fmt_cfg(cfg: LogitsConfig, block_q: bool = True) -> str:
     text = (
         f"warps={cfg.num_warps} stages={cfg.num_stages} pages/iter={cfg.pages_per_iter} "
         f"{'k@q^T' if cfg.keys_as_rows else 'q@k^T'} programs/SM={cfg.programs_per_sm}"
+        + (" pdl" if cfg.pdl else "")
+        + (" evict-first" if cfg.stream_keys else "")
     )
     return f"{text} block_q={cfg.block_q}" if block_q else text
 
@@ -220,7 +245,7 @@ def render(result: dict) -> str:
         "",
         f"Launch shapes chosen by the sweep: bf16 {_fmt_cfg(result['decode_config']['bf16'], False)}, "
         f"fp8 {_fmt_cfg(result['decode_config']['fp8'], False)}. Bytes = keys x (pool bytes per token + 4 logits bytes). "
-        "Small calls are timed as graphs of many calls on disjoint pages (>= 256 MB read per replay, L2 flushed "
+        "Small calls are timed as graphs of many calls on disjoint pages (>= 1 GiB read per replay, L2 flushed "
         "before each replay), so they read HBM, not the 60 MB L2; time per call = replay time / calls.",
         "",
         "| keys | batch | bf16 ms | bf16 GB/s | bf16 % of copy | fp8 ms | fp8 GB/s | fp8 % of copy | "
@@ -234,6 +259,25 @@ def render(result: dict) -> str:
             f"| {row['keys']} | {row['batch']} | {b['ms']:.4f} | {b['gbs']:.0f} | {100 * b['gbs'] / copy:.0f}% | "
             f"{f['ms']:.4f} | {f['gbs']:.0f} | {100 * f['gbs'] / copy:.0f}% | {b['ms'] / f['ms']:.2f} |"
         )
+    out += [
+        "",
+        "### Short calls: where the microseconds go",
+        "",
+        "bf16 only, the chosen shape: without and with programmatic dependent launch (PDL lets a call's launch "
+        "overlap the previous kernel's tail; the kernel waits on the grid dependency before its first read), "
+        "the chosen shape timed with 256 MiB instead of 1 GiB of distinct keys per graph replay (fewer calls "
+        "share the graph's own launch), and the read-only floor: a kernel with the same grid, page walk and "
+        "logits writes that only sums each key.",
+        "",
+        "| keys | batch | floor us | floor % of copy | no PDL us | % | PDL us | % | chosen at 256 MiB/replay us | % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result.get("short_calls", []):
+        cells = [
+            f"{row[k]['ms'] * 1e3:.2f} | {100 * row[k]['gbs'] / copy:.0f}%"
+            for k in ("floor", "plain", "pdl", "chosen_256mib")
+        ]
+        out.append(f"| {row['keys']} | {row['batch']} | " + " | ".join(cells) + " |")
     out += [
         "",
         "## Prefill: ragged logits over one request (causal; keys = tokens / 4)",
@@ -342,6 +386,7 @@ def run(quick: bool) -> dict:
                 t = kb.time_decode(kind, pools[kind], keys, batch, best[kind, False], device)
                 row[kind] = {"ms": t.ms, "gbs": t.gbs, "ns_per_key": t.ns_per_key}
             result["decode"].append(row)
+    result["short_calls"] = short_calls(sizes, pools["bf16"], best["bf16", False], device)
     del pools
     progress("decode table done")
     result["prefill"] = []

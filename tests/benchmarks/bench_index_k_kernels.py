@@ -2,7 +2,7 @@
 
     python tests/benchmarks/bench_index_k_kernels.py [--keys 131072 524288] [--batches 1 16 64]
 
-Prints one decode table (CUDA-graph replays, every request on its own shuffled pages, >= 256 MB read per
+Prints one decode table (CUDA-graph replays, every request on its own shuffled pages, >= 1 GiB read per
 replay so small calls read HBM, not L2) with time, achieved bandwidth against the device-to-device copy
 bandwidth measured in the same run, and the bf16/fp8 time-per-key ratio; then the prefill kernel's time
 and peak memory. Targets: paged bf16 >= 60% of copy bandwidth from 128K keys up; bf16 within 2.2x of

@@ -21,7 +21,12 @@ import torch
 import triton
 import triton.language as tl
 
-from launchers.sglang.kernels._triton_utils import interpreting
+from launchers.sglang.kernels._triton_utils import (
+    gdc_launch_dependents,
+    gdc_wait,
+    interpreting,
+    pdl_supported,
+)
 from launchers.sglang.kernels.layout import HEAD_DIM, as_page_rows, pool_kind
 
 
@@ -51,7 +56,14 @@ def index_logits_kernel(
     FP8_DOT: tl.constexpr,
     FP32_DOT: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    PDL: tl.constexpr,  # launched as a programmatic dependent launch (overlaps the previous kernel's tail)
+    STREAM_KEYS: tl.constexpr,  # keys are read once: ask L2 to evict them first
 ):
+    if PDL:
+        # the previous kernel (q, weights, the new key's store) must be done before the first read; the
+        # next kernel may start its own launch now, since it too waits before reading what this writes
+        gdc_wait()
+        gdc_launch_dependents()
     q_block = tl.program_id(0)
     req = tl.program_id(1)
     split = tl.program_id(2)
@@ -94,7 +106,10 @@ def index_logits_kernel(
             if KIND_FP8:
                 page_bytes = PAGE_SIZE * (D + 4)
                 k = tl.load(
-                    pool_u8 + (page * page_bytes + j * D)[:, None] + d[None, :], mask=p_ok[:, None], other=0
+                    pool_u8 + (page * page_bytes + j * D)[:, None] + d[None, :],
+                    mask=p_ok[:, None],
+                    other=0,
+                    eviction_policy="evict_first" if STREAM_KEYS else "",
                 )
                 k = k.to(tl.float8e4nv, bitcast=True)
                 k_scale = tl.load(
@@ -105,6 +120,7 @@ def index_logits_kernel(
                     pool_bf16 + (page * (PAGE_SIZE * D) + j * D)[:, None] + d[None, :],
                     mask=p_ok[:, None],
                     other=0.0,
+                    eviction_policy="evict_first" if STREAM_KEYS else "",
                 )
             if FP32_DOT:
                 k = k.to(tl.float32)
@@ -146,17 +162,22 @@ class LogitsConfig:
     keys_as_rows: bool = False
     programs_per_sm: int = 8  # split key ranges until about this many programs per SM ...
     max_pages_per_program: int = 32  # ... and, in decode, until no program walks more pages than this
+    pdl: bool = (
+        False  # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
+    )
+    stream_keys: bool = False  # evict-first hint on key loads
 
 
 DEFAULT_CONFIG = LogitsConfig(keys_as_rows=True)
-# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 (KERNELS.md);
-# bf16 decode: 4 programs per SM (not 8) halves the program count of short calls (one request, 128K keys:
-# 512 programs of 4 pages, 15.1 -> 13.7 us); calls of >= 33792 pages (16 x 128K keys) keep 32-page programs
+# per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 12:13 UTC
+# (KERNELS.md). bf16 decode: 4 programs per SM (one request of 128K keys: 512 programs of 4 pages), 2
+# stages (less shared memory, so all 512 fit in one wave) and PDL: 13.7 -> 12.0 us for that call.
+# Calls of >= 33792 pages (16 x 128K keys) still launch 32-page programs.
 TUNED: dict[tuple[str, bool], LogitsConfig] = {
     ("bf16", False): LogitsConfig(
-        num_warps=4, num_stages=3, pages_per_iter=1, keys_as_rows=True, programs_per_sm=4
+        num_warps=4, num_stages=2, pages_per_iter=1, keys_as_rows=True, programs_per_sm=4, pdl=True
     ),
-    ("fp8", False): LogitsConfig(num_warps=4, num_stages=4, pages_per_iter=2, keys_as_rows=True),
+    ("fp8", False): LogitsConfig(num_warps=4, num_stages=4, pages_per_iter=2, keys_as_rows=True, pdl=True),
     ("bf16", True): LogitsConfig(num_warps=8, num_stages=3, block_q=4, pages_per_iter=1, keys_as_rows=True),
     ("fp8", True): LogitsConfig(num_warps=4, num_stages=3, block_q=2, pages_per_iter=1, keys_as_rows=True),
 }
@@ -221,6 +242,7 @@ def launch(
     per_program = pages_per_program(max_pages, q_blocks * num_requests, cu_q is not None, config, q.device)
     splits = triton.cdiv(max_pages, per_program)
     fp32_dot = interpreting()
+    pdl = config.pdl and pdl_supported(q.device)
     index_logits_kernel[(q_blocks, num_requests, splits)](
         q,
         weights,
@@ -246,5 +268,8 @@ def launch(
         FP8_DOT=is_fp8 and q.dtype == torch.float8_e4m3fn and not fp32_dot,
         FP32_DOT=fp32_dot,
         NUM_STAGES=config.num_stages,
+        PDL=pdl,
+        STREAM_KEYS=config.stream_keys,
         num_warps=config.num_warps,
+        **({"launch_pdl": True} if pdl else {}),
     )

@@ -10,14 +10,44 @@ casts and bf16 / fp8 tensor-core dots.
 
 from __future__ import annotations
 
+import functools
 import os
 
+import torch
 import triton
 import triton.language as tl
+
+try:  # grid dependency control (programmatic dependent launch), Triton >= 3.4
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton: kernels are never built with PDL=True then
+
+    @triton.jit
+    def gdc_wait():
+        pass
+
+    @triton.jit
+    def gdc_launch_dependents():
+        pass
+
+    _HAS_GDC = False
+else:
+    _HAS_GDC = True
 
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@functools.cache
+def _hopper_or_newer(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def pdl_supported(device: torch.device) -> bool:
+    """Programmatic dependent launch needs a Hopper+ GPU and a Triton that knows it; never interpreted."""
+    if device.type != "cuda" or interpreting() or not _HAS_GDC:
+        return False
+    return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @triton.jit

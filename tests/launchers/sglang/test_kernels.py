@@ -94,10 +94,14 @@ CONFIGS = [
     LogitsConfig(keys_as_rows=False),
     LogitsConfig(keys_as_rows=True, pages_per_iter=2, max_pages_per_program=2),
     LogitsConfig(keys_as_rows=True, pages_per_iter=4, block_q=4, num_warps=8),
+    # launch options: on a GPU, a programmatic dependent launch and evict-first key loads; interpreted,
+    # PDL is left off (the interpreter has no grid dependency control) and must not change the numbers
+    LogitsConfig(keys_as_rows=True, pdl=True, stream_keys=True),
 ]
+CONFIG_IDS = ["q-rows", "keys-rows-2pages", "keys-rows-4pages", "pdl-evict-first"]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["q-rows", "keys-rows-2pages", "keys-rows-4pages"])
+@pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_paged_logits(kind: str, config: LogitsConfig) -> None:
     check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE, config)
@@ -106,7 +110,7 @@ def test_paged_logits(kind: str, config: LogitsConfig) -> None:
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["q-rows", "keys-rows-2pages", "keys-rows-4pages"])
+@pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_ragged_logits(kind: str, config: LogitsConfig) -> None:
     check = kc.check_ragged(kind, 400, 9, 16, (64,), 6, DEVICE, config)

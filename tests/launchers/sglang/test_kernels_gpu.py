@@ -7,10 +7,13 @@ Timing lives in launchers/sglang/validate_on_gpu.py and tests/benchmarks/bench_i
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from launchers.sglang import kernel_checks as kc
+from launchers.sglang.kernels._logits_core import default_config
 
 pytestmark = [
     pytest.mark.gpu,
@@ -33,6 +36,17 @@ def test_bf16_ragged_prefill_meets_targets() -> None:
     assert check.all_written
     assert check.rel_err_vs_fp32 <= 1e-2
     assert min(check.topk_overlap.values()) >= 0.99
+
+
+@pytest.mark.parametrize("pdl, evict_first", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_decode_launch_options_keep_the_numbers(kind: str, pdl: bool, evict_first: bool) -> None:
+    """A programmatic dependent launch (griddepcontrol) and evict-first loads must not change a logit."""
+    config = dataclasses.replace(default_config(kind, ragged=False), pdl=pdl, stream_keys=evict_first)
+    check = kc.check_paged(kind, LENGTHS, 64, (512,), 107, CUDA, config)
+    assert check.all_written
+    assert check.rel_err_vs_stored <= (1e-4 if kind == "bf16" else 1e-2)
+    assert min(check.topk_overlap.values()) >= (0.99 if kind == "bf16" else 0.8)
 
 
 @pytest.mark.parametrize("path", ["paged", "ragged"])

@@ -1,0 +1,47 @@
+"""validate_on_gpu.py end to end at tiny sizes (Triton's CPU interpreter here, the GPU on the device):
+every section of KERNELS.md is produced from measured numbers, every launch shape is swept, and the
+read-only floor kernel it compares against reads the keys it is meant to read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from launchers.sglang import kernel_bench as kb
+from launchers.sglang import validate_on_gpu
+from launchers.sglang.kernels import layout
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
+    md, js = tmp_path / "KERNELS.md", tmp_path / "kernels.json"
+    validate_on_gpu.main(["--quick", "--md", str(md), "--json", str(js)])
+    text, result = md.read_text(), json.loads(js.read_text())
+    for heading in ("## Correctness", "## Decode", "### Short calls", "## Prefill", "## Targets", "## Launch-shape sweep"):  # fmt: skip
+        assert heading in text
+    sizes = validate_on_gpu.QUICK
+    assert len(result["decode"]) == len(sizes["decode_keys"]) * len(sizes["decode_batches"])
+    assert all(row[kind]["ms"] > 0 for row in result["decode"] for kind in ("bf16", "fp8"))
+    assert [(r["keys"], r["batch"]) for r in result["short_calls"]] == sizes["short_call_points"]
+    assert all(
+        r[k]["ms"] > 0 for r in result["short_calls"] for k in ("floor", "plain", "pdl", "chosen_256mib")
+    )
+    swept = len(validate_on_gpu.DECODE_CANDIDATES) + len(validate_on_gpu.RAGGED_CANDIDATES)
+    assert len(result["sweep"]) == 2 * swept
+    assert sum(" pdl" in line for line in result["sweep"]) == 2 * sum(
+        c.pdl for c in validate_on_gpu.DECODE_CANDIDATES
+    )
+    assert {text for _, text in result["targets"]} and all(c["all_written"] for c in result["logits_checks"])
+
+
+def test_read_floor_kernel_sums_each_key_of_the_pages_it_walks() -> None:
+    pool = kb.random_pool("bf16", 6, DEVICE, seed=1)
+    table = torch.tensor([[4, 1, 5]], dtype=torch.int32, device=DEVICE)
+    out = torch.full((1, 3 * 64), float("nan"), device=DEVICE)
+    rows = layout.as_page_rows(pool).view(torch.bfloat16)
+    kb.read_floor_kernel[(1, 1, 2)](rows, table, out, 3, 2, 3, D=128, PAGE_SIZE=64, NUM_STAGES=2)
+    keys = rows.view(6, 64, 128).float()[table[0].long()].reshape(3 * 64, 128)
+    torch.testing.assert_close(out[0], keys.sum(1), rtol=1e-4, atol=1e-3)
