@@ -97,23 +97,50 @@ class BatchSource:
         self.pool.terminate()
 
 
-def shard_specs(seed: int, n_shards: int, tokenizer_path: str, max_tokens: int) -> list[ShardSpec]:
+def _randomized(kind: str) -> float:
+    """Share of examples whose value and key name are swapped for random ones: needle codes only (a
+    config value or a dialogue fact has its own shape, which a random code would break)."""
+    return 0.75 if kind == "needle" else 0.0
+
+
+def shard_specs(
+    seed: int, n_shards: int, tokenizer_path: str, max_tokens: int, kinds: tuple[str, ...] = KINDS
+) -> list[ShardSpec]:
+    """One kind per shard, kinds in rotation; shard lengths log-uniform from 300 to max_tokens."""
     rng = random.Random(seed)
     lo, hi = math.log(words_for_tokens(300)), math.log(words_for_tokens(max_tokens))
     specs = []
     for i in range(n_shards):
         w = round(math.exp(rng.uniform(lo, hi)))
-        specs.append(ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), KINDS, 0.75, tokenizer_path, 0.75))
+        kind = kinds[i % len(kinds)]
+        share = _randomized(kind)
+        specs.append(
+            ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), (kind,), share, tokenizer_path, share)
+        )
     return specs
 
 
-def validation_sets(tokenizer_path: str, n: int, lengths: tuple[int, ...]) -> dict[int, list[Sample]]:
-    """Held-out training-pool documents (seeds no shard uses), random code values, per length."""
+def validation_sets(
+    tokenizer_path: str, n: int, lengths: tuple[int, ...], kinds: tuple[str, ...] = KINDS
+) -> dict[str, list[Sample]]:
+    """Held-out training-pool documents (seeds no shard uses) per kind and length, keyed "kind@length";
+    needle codes random."""
     out = {}
-    for j, length in enumerate(lengths):
-        w = words_for_tokens(length)
-        out[length] = make_shard(ShardSpec(777_000_000 + j, n, w, w, KINDS, 1.0, tokenizer_path, 1.0))
+    for k, kind in enumerate(kinds):
+        for j, length in enumerate(lengths):
+            w = words_for_tokens(length)
+            share = 1.0 if kind == "needle" else 0.0
+            spec = ShardSpec(777_000_000 + 1000 * k + j, n, w, w, (kind,), share, tokenizer_path, share)
+            out[f"{kind}@{length}"] = make_shard(spec)
     return out
+
+
+def validation_score(recalls: dict[str, float]) -> float:
+    """Mean over kinds of the kind's mean recall over lengths (each kind counts the same)."""
+    by_kind: dict[str, list[float]] = {}
+    for name, recall in recalls.items():
+        by_kind.setdefault(name.split("@")[0], []).append(recall)
+    return float(np.mean([np.mean(values) for values in by_kind.values()]))
 
 
 def greedy_recall(
@@ -121,7 +148,7 @@ def greedy_recall(
 ) -> float:
     prompts = [s.ids[: s.answer_start].tolist() for s in samples]
     tokens, x = prompt_states(model, prompts, tok.pad_token_id, device)
-    outs = greedy_from_states(model, tokens, x, [len(p) for p in prompts], 24, topk, "bf16", tok.eos_token_id)
+    outs = greedy_from_states(model, tokens, x, [len(p) for p in prompts], 32, topk, "bf16", tok.eos_token_id)
     hits = [
         tok.decode(o).strip() == tok.decode(s.ids[s.answer_start : -1].tolist())
         for o, s in zip(outs, samples, strict=True)
@@ -164,13 +191,15 @@ def train(args: argparse.Namespace) -> None:
     tok_path = str(WEIGHTS_DIR / "tokenizer.json")
     tok = ChatTokenizer(Path(tok_path))
     t_start = time.time()
+    kinds = tuple(args.kinds.split(","))
     source = BatchSource(
-        shard_specs(args.seed, args.shards, tok_path, args.max_tokens),
+        shard_specs(args.seed, args.shards, tok_path, args.max_tokens, kinds),
         args.workers,
         args.batch_tokens,
         args.seed,
     )
-    val = validation_sets(tok_path, args.val_cases, tuple(int(n) for n in args.val_lengths.split(",")))
+    val_lengths = tuple(int(n) for n in args.val_lengths.split(","))
+    val = validation_sets(tok_path, args.val_cases, val_lengths, tuple(dict.fromkeys(kinds)))
     if args.init:  # warm start (e.g. a second stage with a changed data mix)
         model = ReferenceModel.load(args.init).train().to(device)
         for p in model.parameters():
@@ -235,7 +264,7 @@ def train(args: argparse.Namespace) -> None:
             with autocast(device):
                 recalls = {n: greedy_recall(model, s, tok, VAL_TOPK, device) for n, s in val.items()}
             model.train()
-            score = float(np.mean(list(recalls.values())))
+            score = validation_score(recalls)
             rec = {
                 "step": step,
                 "t": round(time.time() - t0, 1),
@@ -278,6 +307,11 @@ def main() -> None:
     p_train.add_argument("--device", default="cuda")
     p_train.add_argument(
         "--init", type=Path, default=None, help="checkpoint folder to start from (sparse at once)"
+    )
+    p_train.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it)",
     )
     p_train.add_argument("--workers", type=int, default=12)
     p_train.add_argument("--shards", type=int, default=4000)

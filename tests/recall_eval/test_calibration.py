@@ -82,3 +82,23 @@ async def test_tiktoken_counts_template_overhead(tokenizer):
 
     one = (ChatMessage(role="user", content="hello"),)
     assert await tokenizer.count_messages(one) == 3 + 1 + 1 + 3
+
+
+async def test_lumpy_filler_lands_on_the_nearest_size_instead_of_failing(tokenizer):
+    """Config filler grows by whole entries, and an entry that opens a block brings its headers (a
+    Kubernetes manifest: 8 lines). Where one more entry jumps over the whole window, calibration must
+    not abort the sweep: it keeps the filler size nearest to the target."""
+    lengths = tuple(range(1000, 1400, 23))
+    recipes = suites.build_recipes("config", lengths, (0.0, 50.0, 100.0), 2, 3)
+    cases = await Calibrator(tokenizer).calibrate(recipes)
+    off_window = 0
+    for recipe, case in zip(recipes, cases, strict=True):
+        error = abs(case.prompt_tokens - case.target_tokens)
+        if error <= tolerance(case.target_tokens):
+            continue
+        off_window += 1
+        words = case.params["filler_words"]
+        for neighbour in (words - 1, words + 1):
+            tokens = await tokenizer.count_messages(recipe.render(neighbour).messages)
+            assert abs(tokens - case.target_tokens) >= error, (case.id, words, neighbour)
+    assert off_window < len(cases) // 4  # most cases still sit inside the window

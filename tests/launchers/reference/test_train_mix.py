@@ -1,0 +1,61 @@
+"""The training script's document mix: kinds in rotation, random values for needle documents only,
+held-out sets per kind, a score where each kind counts the same; and a short CPU run of `train`
+warm-started from the shipped weights on all three kinds (it must write a loadable checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchers.reference.engine_api import WEIGHTS_DIR
+from launchers.reference.model import ReferenceModel
+from launchers.reference.tokenizer import ChatTokenizer
+from launchers.reference.train import shard_specs, validation_score, validation_sets
+
+TOKENIZER = str(WEIGHTS_DIR / "tokenizer.json")
+TOK = ChatTokenizer(Path(TOKENIZER))
+
+
+def test_shards_rotate_kinds_and_randomize_needle_values_only() -> None:
+    specs = shard_specs(3, 8, TOKENIZER, 2000, ("config", "needle", "config", "multiturn"))
+    assert [s.kinds for s in specs] == [("config",), ("needle",), ("config",), ("multiturn",)] * 2
+    assert all((s.randomize, s.randomize_keys) == ((0.75, 0.75) if s.kinds == ("needle",) else (0.0, 0.0)) for s in specs)  # fmt: skip
+    assert len({s.seed for s in specs}) == 8
+
+
+def test_validation_sets_are_per_kind_and_length_and_answers_sit_in_the_prompt() -> None:
+    sets = validation_sets(TOKENIZER, 2, (400, 900), ("needle", "config", "multiturn"))
+    assert sorted(sets) == sorted(f"{k}@{n}" for k in ("needle", "config", "multiturn") for n in (400, 900))
+    for samples in sets.values():
+        assert len(samples) == 2
+        for sample in samples:
+            answer = TOK.decode(sample.ids[sample.answer_start : -1].tolist()).strip()
+            assert answer and answer in TOK.decode(sample.ids[: sample.answer_start].tolist())
+
+
+def test_validation_score_weights_each_kind_equally() -> None:
+    recalls = {
+        "needle@1024": 1.0,
+        "needle@4096": 1.0,
+        "needle@8192": 1.0,
+        "config@1024": 0.0,
+        "config@4096": 0.5,
+    }
+    assert validation_score(recalls) == pytest.approx((1.0 + 0.25) / 2)
+
+
+@pytest.mark.slow
+def test_short_cpu_warm_start_on_all_kinds_writes_a_loadable_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt"
+    args = ["train", "--init", str(WEIGHTS_DIR), "--out", str(out), "--device", "cpu", "--minutes", "0.1",
+            "--kinds", "needle,config,multiturn", "--shards", "3", "--workers", "1", "--val-cases", "1",
+            "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096", "--max-tokens", "800"]  # fmt: skip
+    subprocess.run([sys.executable, "-m", "launchers.reference.train", *args], check=True, timeout=600)
+    meta = json.loads((out / "training.json").read_text())
+    assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config@400", "multiturn@400"}
+    assert meta["args"]["kinds"] == "needle,config,multiturn"
+    assert ReferenceModel.load(out).cfg.vocab_size > 0
