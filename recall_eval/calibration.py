@@ -84,6 +84,10 @@ class CalibrationCache:
         self.entries[key] = value
 
 
+class TargetTooShort(BadInput):
+    """A target length below what the recipe's prompt takes with no filler at all."""
+
+
 @dataclass
 class _Probe:
     words: int
@@ -144,7 +148,7 @@ class Calibrator:
                 low = probe if low is None or probe.words > low.words else low
             elif error > 0:
                 if probe.words == 0 and error > allowed:
-                    raise BadInput(
+                    raise TargetTooShort(
                         f"--lengths: {target} tokens is shorter than the smallest {recipe.suite} prompt "
                         f"({probe.tokens} tokens); use lengths of at least {probe.tokens + allowed}"
                     )
@@ -239,6 +243,36 @@ class Calibrator:
         """
         if only is not None and not only:
             return []
+        try:
+            return await self._calibrate(recipes, only, on_done)
+        except TargetTooShort:
+            raise await self._too_short(recipes) from None
+
+    async def _too_short(self, recipes: Sequence[CaseRecipe]) -> BadInput:
+        """One error naming every suite that some target is too short for, with the length that
+        fits all of its prompts (not only the first one found): the user fixes --lengths once."""
+        bare: dict[str, list[int]] = {}
+        shortest: dict[str, int] = {}
+        for recipe in recipes:
+            tokens = (await self._count(recipe, 0)).tokens
+            bare.setdefault(recipe.suite, []).append(tokens)
+            if tokens - recipe.target_tokens > tolerance(recipe.target_tokens):
+                shortest[recipe.suite] = min(
+                    shortest.get(recipe.suite, recipe.target_tokens), recipe.target_tokens
+                )
+        parts = [
+            f"{target} tokens is shorter than the smallest {suite} prompts ({min(bare[suite])}-{max(bare[suite])} "
+            f"tokens before any filler); use lengths of at least {max(bare[suite]) + tolerance(max(bare[suite]))}"
+            for suite, target in sorted(shortest.items())
+        ]
+        return BadInput("--lengths: " + "; ".join(parts))
+
+    async def _calibrate(
+        self,
+        recipes: Sequence[CaseRecipe],
+        only: set[str] | None,
+        on_done: Callable[[Case], None] | None,
+    ) -> list[Case]:
         ratios: dict[str, float] = {}
         results: list[Case | None] = [None] * len(recipes)
         wanted = [only is None or recipe_id(recipe) in only for recipe in recipes]

@@ -234,6 +234,9 @@ def _execute(store: RunStore, profile: Profile, open_report: bool, no_report: bo
     except SweepStopped as err:
         finish_run(store, "failed", str(err))
         raise UserError(f"{err}: {resume_command(store.path)}") from err
+    except BadInput as err:  # the stored spec itself is wrong: a resume would fail the same way
+        finish_run(store, "failed", str(err))
+        raise BadInput(f"{err} (run {store.path} marked failed; start a new sweep)") from err
     except UserError as err:
         finish_run(store, "failed", str(err))
         raise UserError(f"{err} (resume with: {resume_command(store.path)})", err.exit_code) from err
