@@ -11,7 +11,6 @@ compared, so a rerun of the same compare re-renders the same report.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import json
@@ -29,7 +28,6 @@ import suites
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import (
     external_profile,
-    finish_run,
     open_in_browser,
     render_report,
     resume_command,
@@ -37,10 +35,9 @@ from recall_eval.cli.common import (
     versions,
 )
 from recall_eval.cli.sweep import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_PROFILE, with_capture
-from recall_eval.cli.sweep_flow import check_reachable, open_target, run_sweep
+from recall_eval.cli.sweep_flow import StopMessages, check_reachable, run_recorded
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
-from recall_eval.runner import SweepStopped
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import check_labels, parse_variants
@@ -156,27 +153,18 @@ def plan_variants(
 
 def run_variant(store: RunStore, planned: PlannedVariant) -> None:
     """Run (or finish) one variant's sweep: launch its server, run the pending cases, stop the server."""
-    try:
-        with open_target(planned.profile, store.path, console) as target:
-            asyncio.run(run_sweep(store, target, console))
-    except KeyboardInterrupt:
-        finish_run(store, "interrupted", "stopped by Ctrl-C")
-        console.print(
-            f"[yellow]interrupted[/yellow] in variant {planned.label}: rerun the same compare to resume "
+    label = planned.label
+    run_recorded(
+        store,
+        planned.profile,
+        console,
+        StopMessages(
+            interrupted=f"[yellow]interrupted[/yellow] in variant {label}: rerun the same compare to resume "
             f"(or {resume_command(store.path)})",
-            highlight=False,
-        )
-        raise typer.Exit(130) from None
-    except SweepStopped as err:
-        finish_run(store, "failed", str(err))
-        raise UserError(f"variant {planned.label!r}: {err}; rerun the same compare to resume") from err
-    except UserError as err:
-        finish_run(store, "failed", str(err))
-        raise UserError(f"variant {planned.label!r}: {err}", err.exit_code) from err
-    except Exception as err:
-        finish_run(store, "failed", f"{type(err).__name__}: {err}")
-        raise
-    finish_run(store, "finished")
+            stopped=lambda err: f"variant {label!r}: {err}; rerun the same compare to resume",
+            failed=lambda err: f"variant {label!r}: {err}",
+        ),
+    )
 
 
 def obtain_run(planned: PlannedVariant, reuse: bool = True) -> tuple[Path, bool]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from pathlib import Path
@@ -15,7 +14,6 @@ from recall_eval.cli.app import app, console
 from recall_eval.cli.common import (
     OVERRIDE_FLAGS,
     external_profile,
-    finish_run,
     open_in_browser,
     profile_overrides,
     render_report,
@@ -23,10 +21,9 @@ from recall_eval.cli.common import (
     summary_line,
     versions,
 )
-from recall_eval.cli.sweep_flow import check_reachable, open_target, run_sweep
+from recall_eval.cli.sweep_flow import StopMessages, check_reachable, run_recorded
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
-from recall_eval.runner import SweepStopped
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 
@@ -222,28 +219,22 @@ def sweep(
 
 
 def _execute(store: RunStore, profile: Profile, open_report: bool, no_report: bool) -> None:
-    try:
-        with open_target(profile, store.path, console) as target:
-            asyncio.run(run_sweep(store, target, console))
-    except KeyboardInterrupt:
-        finish_run(store, "interrupted", "stopped by Ctrl-C")
-        console.print(
-            f"[yellow]interrupted[/yellow]: resume with: {resume_command(store.path)}", highlight=False
-        )
-        raise typer.Exit(130) from None
-    except SweepStopped as err:
-        finish_run(store, "failed", str(err))
-        raise UserError(f"{err}: {resume_command(store.path)}") from err
-    except BadInput as err:  # the stored spec itself is wrong: a resume would fail the same way
-        finish_run(store, "failed", str(err))
-        raise BadInput(f"{err} (run {store.path} marked failed; start a new sweep)") from err
-    except UserError as err:
-        finish_run(store, "failed", str(err))
-        raise UserError(f"{err} (resume with: {resume_command(store.path)})", err.exit_code) from err
-    except Exception as err:
-        finish_run(store, "failed", f"{type(err).__name__}: {err}")
-        raise
-    finish_run(store, "finished")
+    resume = resume_command(store.path)
+    run_recorded(
+        store,
+        profile,
+        console,
+        StopMessages(
+            interrupted=f"[yellow]interrupted[/yellow]: resume with: {resume}",
+            stopped=lambda err: f"{err}: {resume}",
+            # bad input is in the stored spec, so a resume would fail the same way
+            failed=lambda err: (
+                f"{err} (run {store.path} marked failed; start a new sweep)"
+                if isinstance(err, BadInput)
+                else f"{err} (resume with: {resume})"
+            ),
+        ),
+    )
     results = store.results()
     if no_report:
         print(store.path)

@@ -5,23 +5,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import typer
 from rich.console import Console
 
 import suites
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
-from recall_eval.cli.common import versions
+from recall_eval.cli.common import finish_run, versions
 from recall_eval.cli.progress import SweepProgress
 from recall_eval.client import ChatClient
-from recall_eval.errors import UserError
+from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
-from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
+from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore
 from recall_eval.tokenization import probe_tokenizer
@@ -66,6 +67,39 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
                 time_to_ready_s=server.time_to_ready_s,
                 server_info=dict(server.server_info or {}),
             )
+
+
+@dataclass(frozen=True)
+class StopMessages:
+    """What to tell the user when a run stops early; `sweep` and `compare` word the way back apart."""
+
+    interrupted: str  # after Ctrl-C (rich markup)
+    stopped: Callable[[SweepStopped], str]  # the runner gave up (server died, too many errors)
+    failed: Callable[[UserError], str]  # bad state or input met on the way
+
+
+def run_recorded(store: RunStore, profile: Profile, console: Console, messages: StopMessages) -> None:
+    """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
+    whatever happens (Ctrl-C included)."""
+    try:
+        with open_target(profile, store.path, console) as target:
+            asyncio.run(run_sweep(store, target, console))
+    except KeyboardInterrupt:
+        finish_run(store, "interrupted", "stopped by Ctrl-C")
+        console.print(messages.interrupted, highlight=False)
+        raise typer.Exit(130) from None
+    except SweepStopped as err:
+        finish_run(store, "failed", str(err))
+        raise UserError(messages.stopped(err)) from err
+    except UserError as err:
+        finish_run(store, "failed", str(err))
+        if isinstance(err, BadInput):
+            raise BadInput(messages.failed(err)) from err
+        raise UserError(messages.failed(err), err.exit_code) from err
+    except Exception as err:
+        finish_run(store, "failed", f"{type(err).__name__}: {err}")
+        raise
+    finish_run(store, "finished")
 
 
 def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
