@@ -162,9 +162,8 @@ class LogitsConfig:
     keys_as_rows: bool = False
     programs_per_sm: int = 8  # split key ranges until about this many programs per SM ...
     max_pages_per_program: int = 32  # ... and, in decode, until no program walks more pages than this
-    pdl: bool = (
-        False  # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
-    )
+    # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
+    pdl: bool = False
     stream_keys: bool = False  # evict-first hint on key loads
 
 
@@ -223,23 +222,33 @@ def launch(
     page_table: torch.Tensor,
     seq_lens: torch.Tensor,
     cu_q: torch.Tensor | None,
-    out: torch.Tensor,
+    out: torch.Tensor | None,
     num_requests: int,
     max_q_len: int,
     max_seq_len: int,
     page_size: int,
-    block_q: int,
-    config: LogitsConfig,
-) -> None:
-    """Launch the kernel over `num_requests` requests of up to `max_q_len` query rows each. The grid
-    depends only on shapes, so the launch can be captured in a CUDA graph."""
+    config: LogitsConfig | None,
+) -> torch.Tensor:
+    """Launch the kernel over `num_requests` requests of up to `max_q_len` query rows each (ragged when
+    `cu_q` is given, else one row per request) and return the fp32 `[rows, max_seq_len]` logits, in `out`
+    if given. `config` defaults to the tuned shape for the pool's kind. The grid depends only on shapes,
+    so the launch can be captured in a CUDA graph."""
     is_fp8, rows = check_pool_and_query(q, pool, page_size)
+    ragged = cu_q is not None
+    if config is None:
+        config = default_config("fp8" if is_fp8 else "bf16", ragged)
+    if out is None:
+        out = torch.empty(q.shape[0], max_seq_len, dtype=torch.float32, device=q.device)
+    q, weights, seq_lens = q.contiguous(), weights.contiguous(), seq_lens.contiguous()
+    if page_table.stride(-1) != 1:
+        page_table = page_table.contiguous()
     heads = q.shape[-2]
     max_pages = min(page_table.shape[1], triton.cdiv(max_seq_len, page_size))
     if num_requests == 0 or max_q_len == 0 or max_pages == 0:
-        return
+        return out
+    block_q = config.block_q if ragged else 1
     q_blocks = triton.cdiv(max_q_len, block_q)
-    per_program = pages_per_program(max_pages, q_blocks * num_requests, cu_q is not None, config, q.device)
+    per_program = pages_per_program(max_pages, q_blocks * num_requests, ragged, config, q.device)
     splits = triton.cdiv(max_pages, per_program)
     fp32_dot = interpreting()
     pdl = config.pdl and pdl_supported(q.device)
@@ -251,7 +260,7 @@ def launch(
         rows.view(torch.bfloat16),
         page_table,
         seq_lens,
-        cu_q if cu_q is not None else seq_lens,
+        cu_q.contiguous() if ragged else seq_lens,
         out,
         page_table.stride(0),
         out.stride(0),
@@ -264,7 +273,7 @@ def launch(
         BK=config.pages_per_iter * page_size,
         KEYS_AS_ROWS=config.keys_as_rows,
         KIND_FP8=is_fp8,
-        RAGGED=cu_q is not None,
+        RAGGED=ragged,
         FP8_DOT=is_fp8 and q.dtype == torch.float8_e4m3fn and not fp32_dot,
         FP32_DOT=fp32_dot,
         NUM_STAGES=config.num_stages,
@@ -273,3 +282,4 @@ def launch(
         num_warps=config.num_warps,
         **({"launch_pdl": True} if pdl else {}),
     )
+    return out

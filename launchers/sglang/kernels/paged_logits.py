@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, launch
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, as_page_rows, pool_kind
+from launchers.sglang.kernels._logits_core import LogitsConfig, launch
+from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE
 
 
 def paged_mqa_logits(
@@ -50,23 +50,17 @@ def paged_mqa_logits(
             f"rows disagree: q {rows}, seq_lens {lens.shape[0]}, weights {weights.shape[0]}, "
             f"page_table {page_table.shape[0]}"
         )
-    if config is None:
-        config = default_config(pool_kind(as_page_rows(kv_cache), page_size), ragged=False)
-    if out is None:
-        out = torch.empty(rows, max_seq_len, dtype=torch.float32, device=q.device)
-    launch(
-        q=q.contiguous(),
-        weights=weights.contiguous(),
+    return launch(
+        q=q,
+        weights=weights,
         pool=kv_cache,
-        page_table=page_table if page_table.stride(-1) == 1 else page_table.contiguous(),
-        seq_lens=lens.contiguous(),
+        page_table=page_table,
+        seq_lens=lens,
         cu_q=None,
         out=out,
         num_requests=rows,
         max_q_len=1,
         max_seq_len=max_seq_len,
         page_size=page_size,
-        block_q=1,
         config=config,
     )
-    return out

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, launch
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, as_page_rows, pool_kind
+from launchers.sglang.kernels._logits_core import LogitsConfig, launch
+from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE
 
 
 def ragged_paged_mqa_logits(
@@ -40,23 +40,17 @@ def ragged_paged_mqa_logits(
         raise ValueError(f"q must be [T, H, D] with weights and seq_lens of T rows, got q {tuple(q.shape)}")
     if cu_seqlens_q.shape[0] != requests + 1:
         raise ValueError(f"cu_seqlens_q needs {requests + 1} entries, got {cu_seqlens_q.shape[0]}")
-    if config is None:
-        config = default_config(pool_kind(as_page_rows(kv_cache), page_size), ragged=True)
-    if out is None:
-        out = torch.empty(rows, max_seq_len, dtype=torch.float32, device=q.device)
-    launch(
-        q=q.contiguous(),
-        weights=weights.contiguous(),
+    return launch(
+        q=q,
+        weights=weights,
         pool=kv_cache,
-        page_table=page_table if page_table.stride(-1) == 1 else page_table.contiguous(),
-        seq_lens=seq_lens.reshape(-1).contiguous(),
-        cu_q=cu_seqlens_q.contiguous(),
+        page_table=page_table,
+        seq_lens=seq_lens.reshape(-1),
+        cu_q=cu_seqlens_q,
         out=out,
         num_requests=requests,
         max_q_len=max_q_len,
         max_seq_len=max_seq_len,
         page_size=page_size,
-        block_q=config.block_q,
         config=config,
     )
-    return out
