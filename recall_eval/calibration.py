@@ -2,9 +2,9 @@
 
 The target is met in the measuring tokenizer's tokens (the server's own where it has /v1/tokenize)
 within tolerance(target) = max(8, 1% of target), or as near as the suite's filler steps allow when one
-more filler unit jumps over that window (config blocks add their headers at once). The search per recipe is a secant search on
-count(filler_words), kept inside a bracket (render is monotone in filler_words) and falling back to
-bisection, starting from recipe.words_guess(tokens_per_word).
+more filler unit jumps over that window (config blocks add their headers at once). The search per
+recipe is a secant search on count(filler_words), kept inside a bracket (render is monotone in
+filler_words) and falling back to bisection, starting from recipe.words_guess(tokens_per_word).
 
 Determinism (resume must reproduce an uninterrupted run): the tokens-per-word ratio is learned from
 the first recipe of each suite, which is always calibrated first; every other recipe starts from

@@ -97,10 +97,11 @@ class BatchSource:
         self.pool.terminate()
 
 
-def _randomized(kind: str) -> float:
-    """Share of examples whose value and key name are swapped for random ones: needle codes only (a
-    config value or a dialogue fact has its own shape, which a random code would break)."""
-    return 0.75 if kind == "needle" else 0.0
+def _randomized(kind: str, share: float) -> float:
+    """Share of examples whose value and key name are swapped for random ones: `share` for needle codes,
+    none for other kinds (a config value or a dialogue fact has its own shape, which a random code would
+    break)."""
+    return share if kind == "needle" else 0.0
 
 
 def shard_specs(
@@ -113,7 +114,7 @@ def shard_specs(
     for i in range(n_shards):
         w = round(math.exp(rng.uniform(lo, hi)))
         kind = kinds[i % len(kinds)]
-        share = _randomized(kind)
+        share = _randomized(kind, 0.75)
         specs.append(
             ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), (kind,), share, tokenizer_path, share)
         )
@@ -129,7 +130,7 @@ def validation_sets(
     for k, kind in enumerate(kinds):
         for j, length in enumerate(lengths):
             w = words_for_tokens(length)
-            share = 1.0 if kind == "needle" else 0.0
+            share = _randomized(kind, 1.0)
             spec = ShardSpec(777_000_000 + 1000 * k + j, n, w, w, (kind,), share, tokenizer_path, share)
             out[f"{kind}@{length}"] = make_shard(spec)
     return out

@@ -20,7 +20,7 @@ import triton.language as tl
 from launchers.sglang.kernel_checks import random_queries
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels._logits_core import LogitsConfig, pages_per_program
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, IndexKDtype
+from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE, IndexKDtype
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 
@@ -172,11 +172,12 @@ def time_read_floor(
     def call(i: int) -> None:
         read_floor_kernel[grid](
             rows, tables[i], out, pages, per_program, pages,
-            D=128, PAGE_SIZE=INDEX_PAGE_SIZE, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+            D=HEAD_DIM, PAGE_SIZE=INDEX_PAGE_SIZE, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
         )  # fmt: skip
 
     ms = _ms_per_call(call, tables.shape[0], device)
-    return DecodeTiming("bf16", keys, batch, ms, batch * keys * (256 + 4) / ms / 1e6)
+    moved = batch * keys * (layout.bytes_per_token("bf16") + 4)
+    return DecodeTiming("bf16", keys, batch, ms, moved / ms / 1e6)
 
 
 @dataclass(frozen=True)
