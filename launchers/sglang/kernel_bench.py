@@ -79,6 +79,17 @@ class DecodeTiming:
 ROTATION_BYTES = 1 << 30
 
 
+def decode_pool_pages(
+    largest_call_keys: int, device: torch.device, rotation_bytes: int = ROTATION_BYTES
+) -> int:
+    """Pages a timing pool needs so that every call in a replay reads its own pages (the full rotation
+    `_decode_tables` aims at) for any call up to `largest_call_keys` keys. A smaller pool cuts the
+    rotation, and fewer calls per replay read slower (KERNELS.md: 8 calls, 13.1 us instead of 12.0).
+    A CPU times one call, so it needs only the largest call's pages."""
+    largest = largest_call_keys // INDEX_PAGE_SIZE
+    return max(largest, rotation_bytes // (INDEX_PAGE_SIZE * 128)) if device.type == "cuda" else largest
+
+
 def _decode_tables(
     pool: torch.Tensor, keys: int, batch: int, device: torch.device, rotation_bytes: int
 ) -> torch.Tensor:

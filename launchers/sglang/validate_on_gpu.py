@@ -363,8 +363,8 @@ def run(quick: bool) -> dict:
     progress(f"device {result['device']}")
     result["copy_gbs"] = kb.copy_bandwidth_gbs(device, sizes["copy_bytes"])
     progress(f"copy bandwidth {result['copy_gbs']:.0f} GB/s")
-    max_pages = max(sizes["decode_keys"]) * max(sizes["decode_batches"]) // 64
-    pools = {kind: kb.random_pool(kind, max_pages, device, 3) for kind in KINDS}
+    pages = kb.decode_pool_pages(max(sizes["decode_keys"]) * max(sizes["decode_batches"]), device)
+    pools = {kind: kb.random_pool(kind, pages, device, 3) for kind in KINDS}
     best, lines = sweep(sizes, pools, device)
     result["sweep"] = lines
     result["decode_config"] = {kind: best[kind, False] for kind in KINDS}

@@ -29,7 +29,6 @@ sys.path.insert(0, str(REPO))
 
 from launchers.sglang import kernel_bench as kb  # noqa: E402
 from launchers.sglang.kernels._logits_core import default_config  # noqa: E402
-from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE  # noqa: E402
 
 
 def parse_point(text: str) -> tuple[int, int]:
@@ -47,13 +46,8 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     copy = kb.copy_bandwidth_gbs(device, 4 << 30)
-    # room for a full rotation: every call in a replay reads its own pages (kb.time_decode sizes the
-    # rotation from 128 bytes per key, capped by the pool)
-    largest_call = max(k * b for k, b in args.points) // INDEX_PAGE_SIZE
-    max_pages = max(
-        4 * largest_call, (max(args.rotation_mib) << 20) // (INDEX_PAGE_SIZE * 128) + largest_call
-    )
-    pool = kb.random_pool("bf16", max_pages, device, 3)
+    pages = kb.decode_pool_pages(max(k * b for k, b in args.points), device, max(args.rotation_mib) << 20)
+    pool = kb.random_pool("bf16", pages, device, 3)
     tuned = default_config("bf16", ragged=False)
     plain = dataclasses.replace(tuned, pdl=False, stream_keys=False)
     variants = {

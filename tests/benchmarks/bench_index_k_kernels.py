@@ -38,7 +38,7 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     copy = kb.copy_bandwidth_gbs(device, 4 << 30)
-    pages = max(args.keys) * max(args.batches) // 64
+    pages = kb.decode_pool_pages(max(args.keys) * max(args.batches), device)
     pools = {kind: kb.random_pool(kind, pages, device, 3) for kind in ("bf16", "fp8")}
     table = Table(title=f"decode logits on {torch.cuda.get_device_name()} (copy {copy:.0f} GB/s)")
     for column in ("keys", "batch", "bf16 ms", "bf16 % copy", "fp8 ms", "fp8 % copy", "bf16/fp8 per key"):
