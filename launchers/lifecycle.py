@@ -80,6 +80,9 @@ class LaunchedServer:
         self.time_to_ready_s: float | None = None  # of the first start
         self.last_ready_s: float | None = None  # of the latest start or relaunch
         self.server_info: dict[str, Any] = {}
+        # a profile that starts its server with --api-key: the harness sends that key too
+        self.api_key = profile_api_key(profile)
+        self.auth_headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.relaunches = 0
         self.deaths: list[ServerDeath] = []
         self._processes: list[ServerProcess] = []
@@ -216,7 +219,9 @@ class LaunchedServer:
         assert self.endpoint_spec is not None
         probe = Probe(self.endpoint_spec.url, model=self._expected_model())
         try:
-            wait_ready(probe, self.profile.ready_timeout_s, should_stop=self._first_death)
+            wait_ready(
+                probe, self.profile.ready_timeout_s, should_stop=self._first_death, headers=self.auth_headers
+            )
         except StoppedWaiting as stop:
             death: ServerDeath = stop.reason  # type: ignore[assignment]
             process = next(p for p in self._processes if p.exit_code() is not None)
@@ -240,7 +245,7 @@ class LaunchedServer:
     def _wait_external(self) -> float:
         probe = Probe(self.endpoint.base_url, model=self.profile.served_model_name)
         try:
-            seconds = wait_ready(probe, self.profile.ready_timeout_s)
+            seconds = wait_ready(probe, self.profile.ready_timeout_s, headers=self.auth_headers)
         except NotReadyInTime:
             raise ServerStartError(
                 f"external server {self.endpoint.base_url} not ready after {self.profile.ready_timeout_s:.0f} s; "
@@ -251,7 +256,7 @@ class LaunchedServer:
         return seconds
 
     def _after_ready(self) -> None:
-        self.server_info = fetch_server_info(self.endpoint.base_url)
+        self.server_info = fetch_server_info(self.endpoint.base_url, headers=self.auth_headers)
         ids = model_ids(self.server_info.get("models"))
         if ids and self.endpoint.model not in ids:
             self.endpoint = self.endpoint.model_copy(update={"model": ids[0]})
@@ -261,6 +266,20 @@ class LaunchedServer:
             processes, self._processes = self._processes, []
         for process in processes:
             process.stop(self.stop_grace_s)
+
+
+def profile_api_key(profile: Profile) -> str | None:
+    """The value of --api-key in the profile's (or its router's) extra_args, if any."""
+    args = [
+        *profile.extra_args,
+        *(arg for part in profile.pd if part.role == "router" for arg in part.extra_args),
+    ]
+    for index, arg in enumerate(args):
+        if arg == "--api-key" and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--api-key="):
+            return arg.partition("=")[2]
+    return None
 
 
 def launch(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,14 @@ def wait_ready(
     should_stop: Callable[[], object | None] = lambda: None,
     first_delay_s: float = 0.25,
     max_delay_s: float = 2.0,
+    headers: Mapping[str, str] | None = None,
 ) -> float:
     """Poll with backoff until ready; returns the seconds waited. Checks should_stop every 0.2 s at
     least, raising StoppedWaiting with its value, and raises NotReadyInTime after timeout_s."""
     started = time.monotonic()
     deadline = started + timeout_s
     delay = first_delay_s
-    with httpx.Client(trust_env=False) as client:
+    with httpx.Client(trust_env=False, headers=dict(headers or {})) as client:
         while True:
             reason = should_stop()
             if reason is not None:
@@ -91,10 +92,13 @@ def wait_ready(
             delay = min(max_delay_s, delay * 1.5)
 
 
-def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """What /server_info (or the older /get_server_info) and /v1/models say; empty parts if absent."""
+def fetch_server_info(
+    base_url: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """What /server_info (or the older /get_server_info) and /v1/models say; empty parts if absent.
+    (Stored only through recall_eval.redact's allow-list: SGLang's carries its --api-key.)"""
     info: dict[str, Any] = {}
-    with httpx.Client(trust_env=False, timeout=timeout_s) as client:
+    with httpx.Client(trust_env=False, timeout=timeout_s, headers=dict(headers or {})) as client:
         for path in ("/server_info", "/get_server_info"):
             try:
                 response = client.get(base_url + path)

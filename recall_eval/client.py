@@ -6,44 +6,54 @@ of prefill); ITL = gaps between successive such chunks; latency = request sent -
 Token counts come from the server's usage (stream_options.include_usage); without it, completion
 tokens = the number of text chunks.
 
-Failures are raised as RequestFailed with a kind the runner turns into an outcome:
-  too_long    the server said the prompt exceeds its context length (a 400, or an error event)
-  rejected    another 4xx: not retried
-  server      5xx or an error event with a 5xx code, after bounded retries with backoff
-  connection  could not connect / connection dropped, after bounded retries with backoff
-  timeout     the whole request exceeded the per-request timeout: not retried
+The stream is read as untrusted bytes: invalid UTF-8 and lone surrogates become U+FFFD; a malformed
+event, a body that is not an event stream, a dropped connection, a stall past the idle limit or an
+answer past MAX_ANSWER_CHARS each raise RequestFailed (recall_eval.transport) with what arrived so
+far as `partial`, never anything else. Retries (429/502/503/504, connection) go through
+transport.with_retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
+from recall_eval.transport import (
+    RequestFailed,
+    RetryPolicy,
+    Timeouts,
+    classify_error_message,
+    status_failure,
+    with_retries,
+)
 from recall_eval.types import ChatMessage, Completion, Endpoint
 
+__all__ = ["ChatClient", "RequestFailed", "RequestKnobs", "classify_error_message", "split_thinking"]
+
 _T = TypeVar("_T")
-FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout"]
-_TOO_LONG = re.compile(
-    r"longer than the model's context length|exceeds the model's (maximum )?context length"
-    r"|maximum context length|context length|exceeds the maximum allowed length",
-    re.IGNORECASE,
-)
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_ANSWER_CHARS = 65_536  # content + reasoning kept per answer; a server past it is cut off
+EXCERPT_CHARS = 200
 
 
-class RequestFailed(Exception):
-    def __init__(self, kind: FailureKind, message: str, status: int | None = None, attempts: int = 1):
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
-        self.attempts = attempts
+def clean_text(text: str) -> str:
+    """Lone surrogates (a JSON "\\udcff" escape decodes to one) as U+FFFD: storable, printable."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A short, single-line, storable piece of untrusted text for an error detail."""
+    flat = " ".join(clean_text(text).split())
+    return flat if len(flat) <= limit else flat[:limit] + "…"
 
 
 def split_thinking(content: str) -> tuple[str, str]:
@@ -63,12 +73,21 @@ def split_thinking(content: str) -> tuple[str, str]:
     return answer.strip(), "\n".join(thought.strip() for thought in thoughts if thought.strip())
 
 
-def classify_error_message(message: str, status: int | None) -> FailureKind:
-    if _TOO_LONG.search(message):
-        return "too_long"
-    if status is not None and status >= 500:
-        return "server"
-    return "rejected"
+@dataclass(frozen=True)
+class RequestKnobs:
+    """Request fields for thinking models and servers with their own options (stored in the run spec)."""
+
+    reasoning_effort: str | None = None  # OpenAI-style "low" / "medium" / "high"
+    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"thinking": true} (SGLang, vLLM)
+    extra_body: dict[str, Any] | None = None  # merged into the body last (wins over the above)
+
+    def body_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if self.reasoning_effort:
+            fields["reasoning_effort"] = self.reasoning_effort
+        if self.chat_template_kwargs:
+            fields["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return {**fields, **(self.extra_body or {})}
 
 
 @dataclass
@@ -76,8 +95,12 @@ class _StreamState:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     chunk_times: list[float] = field(default_factory=list)
+    chars: int = 0
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+
+    def text_so_far(self) -> str:
+        return "".join(self.reasoning) + "".join(self.content)
 
 
 def error_text(body: bytes) -> str:
@@ -85,64 +108,138 @@ def error_text(body: bytes) -> str:
     try:
         data = json.loads(body)
     except ValueError:
-        return body.decode("utf-8", "replace").strip()[:300] or "no body"
+        return excerpt(body.decode("utf-8", "replace"), 300) or "no body"
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict):
-            return str(error.get("message") or error.get("detail") or error)[:300]
-        return str(data.get("message") or data.get("detail") or error)[:300]
-    return str(data)[:300]
+            return excerpt(str(error.get("message") or error.get("detail") or error), 300)
+        return excerpt(str(data.get("message") or data.get("detail") or error), 300)
+    return excerpt(str(data), 300)
 
 
 def _raise_on_error_event(data: Any) -> None:
-    if "error" in data:
+    if isinstance(data, dict) and "error" in data:
         error = data["error"] if isinstance(data["error"], dict) else {"message": str(data["error"])}
-        message = str(error.get("message", error))
+        message = excerpt(str(error.get("message", error)), 300)
         code = error.get("code")
         status = code if isinstance(code, int) else None
         raise RequestFailed(classify_error_message(message, status), message, status)
 
 
-async def read_event_stream(response: httpx.Response, on_event: Callable[[Any], None]) -> None:
+async def _next_chunk(chunks: Any, limit_s: float | None, waiting_for: str) -> bytes | None:
+    try:
+        async with asyncio.timeout(limit_s):
+            return await anext(chunks)
+    except StopAsyncIteration:
+        return None
+    except TimeoutError as err:
+        raise RequestFailed("timeout", f"no {waiting_for} within {limit_s:g}s") from err
+
+
+async def read_event_stream(
+    response: httpx.Response,
+    on_event: Callable[[Any], object],
+    timeouts: Timeouts | None = None,
+) -> bool:
     """Read a streamed (SSE) response: each decoded `data:` event goes to on_event, until [DONE].
 
-    An HTTP error status, a malformed event or an error event raises RequestFailed.
+    Returns True when [DONE] arrived. Bytes are decoded as UTF-8 with replacement, JSON strings are
+    cleaned of lone surrogates. on_event returning a truthy value marks generated text: from then on
+    the idle limit (gap between chunks) applies instead of the first-token limit. An HTTP error
+    status, a malformed event, a body that is not an event stream or an error event raises
+    RequestFailed; a transport error (dropped connection) propagates as httpx.TransportError.
     """
+    limits = timeouts or Timeouts(first_token_s=float("inf"), idle_s=float("inf"))
     if response.status_code >= 400:
         message = error_text(await response.aread())
-        kind = classify_error_message(message, response.status_code)
-        raise RequestFailed(kind, f"HTTP {response.status_code}: {message}", response.status_code)
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            break
-        if not payload:
-            continue
-        try:
-            data = json.loads(payload)
-        except ValueError as err:
-            raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
-        _raise_on_error_event(data)
-        on_event(data)
+        raise status_failure(response.status_code, message, response.headers.get("retry-after"))
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    chunks = response.aiter_bytes()
+    buffer, seen_events, other_text, flowing = "", 0, "", False
+    while True:
+        limit = limits.idle_s if flowing else limits.first_token_s
+        raw = await _next_chunk(
+            chunks, None if limit == float("inf") else limit, "data" if flowing else "first token"
+        )
+        buffer += decoder.decode(raw or b"", final=raw is None)
+        *lines, buffer = buffer.split("\n")
+        if raw is None and buffer:
+            lines, buffer = [*lines, buffer], ""
+        for line in lines:
+            line = line.rstrip("\r")
+            if not line.startswith("data:"):
+                if line.strip() and not line.startswith((":", "event:", "id:", "retry:")):
+                    other_text += line[:EXCERPT_CHARS] + " "
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                return True
+            if not payload:
+                continue
+            seen_events += 1
+            try:
+                data = json.loads(payload)
+            except ValueError as err:
+                raise RequestFailed("protocol", f"malformed stream event: {excerpt(payload, 120)}") from err
+            _raise_on_error_event(data)
+            if on_event(data):
+                flowing = True
+        if raw is None:
+            if not seen_events and other_text:
+                raise RequestFailed("protocol", f"the answer is not an event stream: {excerpt(other_text)}")
+            return False
 
 
-def _consume_event(data: Any, state: _StreamState) -> None:
+def _consume_event(data: Any, state: _StreamState) -> bool:
+    if not isinstance(data, dict):
+        raise RequestFailed(
+            "protocol", f"stream event is not a JSON object: {excerpt(json.dumps(data), 120)}"
+        )
     now = time.perf_counter()
+    got_text = False
     for choice in data.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
         delta = choice.get("delta") or {}
-        text, thought = delta.get("content") or "", delta.get("reasoning_content") or ""
+        text = delta.get("content") or "" if isinstance(delta, dict) else ""
+        thought = (
+            (delta.get("reasoning_content") or delta.get("reasoning") or "")
+            if isinstance(delta, dict)
+            else ""
+        )
+        text, thought = clean_text(str(text)), clean_text(str(thought))
         if text or thought:
             state.chunk_times.append(now)
+            got_text = True
         if text:
             state.content.append(text)
         if thought:
             state.reasoning.append(thought)
+        state.chars += len(text) + len(thought)
         if choice.get("finish_reason"):
-            state.finish_reason = choice["finish_reason"]
-    if data.get("usage"):
+            state.finish_reason = str(choice["finish_reason"])
+    if isinstance(data.get("usage"), dict):
         state.usage = data["usage"]
+    if state.chars > MAX_ANSWER_CHARS:
+        raise RequestFailed(
+            "protocol",
+            f"the answer ran past {MAX_ANSWER_CHARS:,} characters (the server ignored max_tokens?); "
+            f"stored the first {MAX_ANSWER_CHARS:,}",
+            partial=state.text_so_far()[:MAX_ANSWER_CHARS],
+        )
+    return got_text
+
+
+async def _send_streaming(
+    http: httpx.AsyncClient, request: httpx.Request, first_token_s: float
+) -> httpx.Response:
+    """Send and wait for the response headers, within the first-token limit (a server may hold its
+    headers until the first token)."""
+    try:
+        async with asyncio.timeout(first_token_s):
+            return await http.send(request, stream=True)
+    except TimeoutError as err:
+        raise RequestFailed("timeout", f"no first token within {first_token_s:g}s") from err
 
 
 class ChatClient:
@@ -156,12 +253,15 @@ class ChatClient:
         retries: int = 3,
         backoff_s: float = 0.5,
         extra_body: dict[str, Any] | None = None,
+        timeouts: Timeouts | None = None,
+        knobs: RequestKnobs | None = None,
     ):
         self.endpoint = endpoint
         self.http = http
-        self.request_timeout_s = request_timeout_s
-        self.retries = retries
-        self.backoff_s = backoff_s
+        self.timeouts = timeouts or Timeouts.for_total(request_timeout_s)
+        self.request_timeout_s = self.timeouts.total_s
+        self.retry = RetryPolicy(attempts=retries + 1, backoff_s=backoff_s)
+        self.knobs = knobs or RequestKnobs()
         self.extra_body = dict(extra_body or {})
 
     def _body(self, messages: tuple[ChatMessage, ...], max_tokens: int) -> dict[str, Any]:
@@ -172,6 +272,7 @@ class ChatClient:
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
+            **self.knobs.body_fields(),
             **self.extra_body,
         }
 
@@ -181,7 +282,7 @@ class ChatClient:
         max_tokens: int,
         give_up: Callable[[], bool] | None = None,
     ) -> Completion:
-        """One completion with retries on connection errors and 5xx.
+        """One completion with retries on transient failures (see transport.with_retries).
 
         give_up() is asked before each retry: True (e.g. the server process died) stops retrying.
         """
@@ -190,37 +291,35 @@ class ChatClient:
     async def with_retries(
         self, once: Callable[[], Awaitable[_T]], give_up: Callable[[], bool] | None = None
     ) -> _T:
-        """once() under the per-request timeout, retried like complete() (also used for /generate)."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with asyncio.timeout(self.request_timeout_s):
-                    return await once()
-            except TimeoutError as err:
-                raise RequestFailed(
-                    "timeout", f"no complete answer within {self.request_timeout_s:g}s", attempts=attempt
-                ) from err
-            except RequestFailed as err:
-                err.attempts = attempt
-                if err.kind not in ("server", "connection") or attempt > self.retries:
-                    raise
-                if give_up is not None and give_up():
-                    raise
-            except (httpx.TransportError, httpx.RemoteProtocolError) as err:
-                failure = RequestFailed(
-                    "connection", f"{type(err).__name__}: {err}".strip(), attempts=attempt
-                )
-                if attempt > self.retries or (give_up is not None and give_up()):
-                    raise failure from err
-            await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+        """once() under the total timeout, retried like complete() (also used for /generate)."""
+        return await with_retries(once, self.retry, self.timeouts.total_s, give_up)
 
     async def _once(self, messages: tuple[ChatMessage, ...], max_tokens: int) -> Completion:
         url = f"{self.endpoint.base_url.rstrip('/')}/v1/chat/completions"
         state = _StreamState()
         sent = time.perf_counter()
-        async with self.http.stream("POST", url, json=self._body(messages, max_tokens)) as response:
-            await read_event_stream(response, lambda data: _consume_event(data, state))
+        request = self.http.build_request("POST", url, json=self._body(messages, max_tokens))
+        try:
+            response = await _send_streaming(self.http, request, self.timeouts.first_token_s)
+            try:
+                done = await read_event_stream(
+                    response, lambda data: _consume_event(data, state), self.timeouts
+                )
+            finally:
+                await response.aclose()
+        except RequestFailed as failure:
+            failure.partial = failure.partial or state.text_so_far()
+            raise
+        except httpx.TransportError as err:
+            raise RequestFailed(
+                "connection", f"{type(err).__name__}: {err}".strip(), partial=state.text_so_far()
+            ) from err
+        if not done and state.finish_reason is None:
+            raise RequestFailed(
+                "connection",
+                "the stream closed before the answer finished (no finish_reason, no [DONE])",
+                partial=state.text_so_far(),
+            )
         closed = time.perf_counter()
         return self._completion(state, sent, closed)
 
@@ -232,12 +331,14 @@ class ChatClient:
             reasoning = f"{reasoning}\n{inline_thoughts}".strip() if reasoning else inline_thoughts
         times = state.chunk_times
         usage = state.usage or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens", len(times))
         return Completion(
             text=answer,
             reasoning=reasoning,
             finish_reason=state.finish_reason,
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens", len(times)),
+            prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
+            completion_tokens=completion_tokens if isinstance(completion_tokens, int) else len(times),
             ttft_s=times[0] - sent if times else None,
             itl_s=tuple(later - earlier for earlier, later in zip(times, times[1:], strict=False)),
             latency_s=closed - sent,

@@ -26,14 +26,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from recall_eval.client import (
-    ChatClient,
-    RequestFailed,
-    classify_error_message,
-    error_text,
-    read_event_stream,
-    split_thinking,
-)
+from recall_eval.client import ChatClient, clean_text, error_text, read_event_stream, split_thinking
 from recall_eval.coverage import (
     IndexerDataError,
     IndexerLayout,
@@ -44,6 +37,7 @@ from recall_eval.coverage import (
 )
 from recall_eval.errors import UserError
 from recall_eval.indexer_layout import resolve_layout
+from recall_eval.transport import RequestFailed, status_failure
 from recall_eval.types import Case, ChatMessage, Completion, IndexerCoverage, Outcome
 
 PROBE_MESSAGES = (ChatMessage(role="user", content="Hi"),)
@@ -69,10 +63,10 @@ class _Stream:
     token_times: list[float] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, chunk: dict[str, Any], now: float) -> None:
+    def add(self, chunk: dict[str, Any], now: float) -> bool:
         meta = chunk.get("meta_info") if isinstance(chunk.get("meta_info"), dict) else {}
         ids = [int(i) for i in chunk.get("output_ids") or []]
-        text = chunk.get("text") if isinstance(chunk.get("text"), str) else ""
+        text = clean_text(chunk["text"]) if isinstance(chunk.get("text"), str) else ""
         count = meta.get("completion_tokens")
         # meta_info.completion_tokens counts every token so far: more than the chunk holds means deltas
         delta = count > len(ids) if isinstance(count, int) else ids[: len(self.ids)] != self.ids
@@ -83,11 +77,13 @@ class _Stream:
         else:
             self.ids = ids
             self.text = text or self.text
-        if len(self.ids) > before:
+        grew = len(self.ids) > before
+        if grew:
             self.token_times.append(now)
         self.marks.append((len(self.ids), len(self.text)))
         if meta:
             self.meta = meta
+        return grew
 
 
 def _finish_reason(meta: dict[str, Any]) -> str | None:
@@ -115,9 +111,11 @@ class GenerateClient:
     async def _post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = await self.chat.http.post(f"{self.root}{path}", json=body)
         if response.status_code >= 400:
-            message = error_text(response.content)
-            kind = classify_error_message(message, response.status_code)
-            raise RequestFailed(kind, f"{path}: HTTP {response.status_code}: {message}", response.status_code)
+            failure = status_failure(
+                response.status_code, error_text(response.content), response.headers.get("retry-after")
+            )
+            failure.args = (f"{path}: {failure}",)
+            raise failure
         return response.json()
 
     async def _once(self, messages: tuple[ChatMessage, ...], max_tokens: int) -> Generation:
@@ -132,7 +130,9 @@ class GenerateClient:
         stream = _Stream()
         sent = time.perf_counter()
         async with self.chat.http.stream("POST", f"{self.root}/generate", json=request) as response:
-            await read_event_stream(response, lambda data: stream.add(data, time.perf_counter()))
+            await read_event_stream(
+                response, lambda data: stream.add(data, time.perf_counter()), self.chat.timeouts
+            )
         closed = time.perf_counter()
         return self._generation(stream, len(input_ids), sent, closed)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from recall_eval.errors import UserError
+from recall_eval.redact import Redactor, redact_result, redact_run
 from recall_eval.types import Result, Run, RunSpec
 
 RUN_FILE = "run.json"
@@ -83,6 +84,8 @@ class RunStore:
         self.path = path
         self.run = run
         self._tail_checked = False
+        # masks secrets in everything written (recall_eval.redact); give it the run's secrets to mask
+        self.redactor = Redactor()
 
     @classmethod
     def create(cls, run: Run, root: Path | None = None) -> RunStore:
@@ -120,7 +123,9 @@ class RunStore:
         return self.path / RESULTS_FILE
 
     def write_run(self, run: Run) -> None:
-        """Replace run.json atomically: a reader sees the old or the new file, never a mix."""
+        """Replace run.json atomically: a reader sees the old or the new file, never a mix.
+        Secrets are masked and /server_info cut to its allow-list first (recall_eval.redact)."""
+        run = redact_run(run, self.redactor)
         self.run = run
         target = self.path / RUN_FILE
         tmp = self.path / f".{RUN_FILE}.{os.getpid()}.tmp"
@@ -136,7 +141,7 @@ class RunStore:
         if not self._tail_checked:
             self._cut_torn_tail()
             self._tail_checked = True
-        line = result.model_dump_json() + "\n"
+        line = redact_result(result, self.redactor).model_dump_json() + "\n"
         with open(self.results_path, "a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from recall_eval.redact import MASK, Redactor, is_secret_name
+
 LaunchRole = Literal["main", "prefill", "decode", "router"]
 PATH_LIST_VARS = frozenset({"PYTHONPATH"})  # prepended to the caller's value, never replacing it
 
@@ -39,14 +41,19 @@ class LaunchSpec:
         return f"server-{self.name}.log"
 
     def command_line(self) -> str:
-        """The command as a shell would show it: env assignments, then the argv (shlex-quoted)."""
+        """The command as a shell would show it: env assignments, then the argv (shlex-quoted).
+        Secret-looking values (an --api-key, a *_TOKEN variable) are masked: this line is printed
+        and written to the server log."""
+        redactor = Redactor()
         assignments = []
         for key, value in sorted(self.env.items()):
-            if key in PATH_LIST_VARS:  # show that the caller's value is kept after ours
+            if is_secret_name(key):
+                assignments.append(f"{key}={MASK}")
+            elif key in PATH_LIST_VARS:  # show that the caller's value is kept after ours
                 assignments.append(f"{key}={shlex.quote(value)}${{{key}:+:${key}}}")
             else:
                 assignments.append(f"{key}={shlex.quote(value)}")
-        return " ".join([*assignments, shlex.join(self.argv)])
+        return " ".join([*assignments, shlex.join(redactor.argv(self.argv))])
 
     def merged_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The process environment: base (default os.environ) with env applied; path lists prepended."""

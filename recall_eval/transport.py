@@ -1,0 +1,243 @@
+"""The one HTTP layer every request to a server goes through: auth, headers, timeouts, retries.
+
+- ServerAuth carries the API key (sent as ``Authorization: Bearer <key>``) and extra headers; the
+  client factory puts them on every request (models, tokenize, chat, /generate, /server_info).
+  The key is used, never written: repr() hides it and nothing here logs it.
+- Timeouts are four: connecting, the first token (prefill of a long prompt can take minutes), the
+  gap between two chunks of a stream (a stalled stream is cut long before the total), and the total.
+  httpx's own read timeout is off: a server may hold the response headers until its first token, so
+  the stream reader applies the first-token and idle limits itself (recall_eval.client).
+- with_retries() is the one retry loop: transient answers (429, 502, 503, 504) and failed or dropped
+  connections are retried with exponential backoff, honouring Retry-After, a bounded number of times.
+  httpx's transport retries cover connect errors only, so this sits above it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+import httpx
+
+from recall_eval.errors import UserError
+
+_T = TypeVar("_T")
+
+KEY_ENV_VARS = ("RECALL_EVAL_API_KEY", "OPENAI_API_KEY")
+TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+AUTH_FIX = "pass --api-key KEY (or set RECALL_EVAL_API_KEY or OPENAI_API_KEY)"
+
+_TOO_LONG = re.compile(
+    r"longer than the model's context length|exceeds the model's (maximum )?context length"
+    r"|maximum context length|context length|exceeds the maximum allowed length"
+    r"|exceeds the available context size|exceed_context_size",
+    re.IGNORECASE,
+)
+
+FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout", "protocol", "auth"]
+
+
+class RequestFailed(Exception):
+    """A request that did not give a usable answer; `kind` is what the runner turns into an outcome.
+
+    too_long    the server said the prompt exceeds its context length
+    rejected    another 4xx: not retried
+    auth        401/403: the key is missing or wrong (not retried; the sweep stops with one line)
+    server      a 5xx (or an error event); 429/502/503/504 after bounded retries
+    connection  could not connect / the connection dropped, after bounded retries
+    timeout     no first token, no chunk for the idle limit, or over the total limit: not retried
+    protocol    the answer is not a readable event stream (malformed JSON, not SSE, oversized)
+    `partial` keeps what arrived before the failure (an excerpt for the result).
+    """
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        message: str,
+        status: int | None = None,
+        attempts: int = 1,
+        retry_after_s: float | None = None,
+        partial: str = "",
+    ):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+        self.retry_after_s = retry_after_s
+        self.partial = partial
+
+
+@dataclass(frozen=True)
+class ServerAuth:
+    """Credentials and headers for a server. Never stored: the run spec records only header names."""
+
+    api_key: str | None = field(default=None, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def http_headers(self) -> dict[str, str]:
+        sent = dict(self.headers)
+        if self.api_key:
+            sent["Authorization"] = f"Bearer {self.api_key}"
+        return sent
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every value that must never be written (for recall_eval.redact)."""
+        values = [self.api_key or ""] + list(self.headers.values())
+        return tuple(value for value in values if value)
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(self.headers))
+        return f"ServerAuth(api_key={'set' if self.api_key else 'unset'}, headers=[{names}])"
+
+    @classmethod
+    def resolve(
+        cls,
+        api_key: str | None,
+        headers: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ServerAuth:
+        """--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY; headers as given."""
+        environ = os.environ if env is None else env
+        key = api_key or next((environ[name] for name in KEY_ENV_VARS if environ.get(name)), None)
+        return cls(api_key=key, headers=dict(headers or {}))
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """'Name: value' -> (name, value); a BadInput-worthy ValueError for anything else."""
+    name, sep, value = text.partition(":")
+    name = name.strip()
+    if not sep or not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"--header {text.split(':')[0]!r}...: write it as 'Name: value'")
+    return name, value.strip()
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 10.0  # opening the TCP (and TLS) connection
+    first_token_s: float = 600.0  # request sent -> first streamed chunk (covers prefill)
+    idle_s: float = 60.0  # longest gap between two chunks once the stream flows
+    total_s: float = 600.0  # the whole request, retries not included
+
+    @classmethod
+    def for_total(cls, total_s: float, idle_s: float | None = None) -> Timeouts:
+        """Defaults scaled to a per-request total: first token up to the total, idle at most 60 s."""
+        idle = idle_s if idle_s is not None else min(60.0, total_s)
+        return cls(connect_s=min(10.0, total_s), first_token_s=total_s, idle_s=idle, total_s=total_s)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4  # first try included
+    backoff_s: float = 0.5  # doubled after each failure
+    max_wait_s: float = 30.0  # a Retry-After longer than this is cut to it
+
+
+def make_http_client(
+    auth: ServerAuth | None = None, timeouts: Timeouts | None = None, max_connections: int = 256
+) -> httpx.AsyncClient:
+    """The AsyncClient for one run: auth and headers on every request, connect timeout only (the
+    stream reader and with_retries own the rest), no proxy settings from the environment unless the
+    user asked for them (HTTP(S)_PROXY are honoured: httpx's trust_env)."""
+    limits = timeouts or Timeouts()
+    return httpx.AsyncClient(
+        headers=(auth or ServerAuth()).http_headers(),
+        timeout=httpx.Timeout(None, connect=limits.connect_s),
+        limits=httpx.Limits(max_connections=max_connections),
+    )
+
+
+def make_sync_client(auth: ServerAuth | None = None, timeout_s: float = 10.0) -> httpx.Client:
+    """The blocking twin for launchers (readiness polling, /server_info after launch)."""
+    return httpx.Client(headers=(auth or ServerAuth()).http_headers(), timeout=timeout_s, trust_env=False)
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def auth_failure(url: str, status: int) -> UserError:
+    what = "rejected the API key" if status in (401, 403) else "refused the request"
+    return UserError(f"{url} answered HTTP {status}: the server {what}; {AUTH_FIX}")
+
+
+def classify_error_message(message: str, status: int | None) -> FailureKind:
+    """too_long for a context-length refusal (SGLang, vLLM, llama.cpp wordings), else by status."""
+    if _TOO_LONG.search(message):
+        return "too_long"
+    if status is not None and status >= 500:
+        return "server"
+    return "rejected"
+
+
+def status_failure(status: int, message: str, retry_after: str | None = None) -> RequestFailed:
+    """The RequestFailed for an HTTP error status (message already extracted from the body)."""
+    if status in (401, 403):
+        return RequestFailed("auth", f"HTTP {status}: {message}; {AUTH_FIX}", status)
+    kind = classify_error_message(message, status)
+    if status == 429:
+        kind = "server"
+    return RequestFailed(
+        kind, f"HTTP {status}: {message}", status, retry_after_s=retry_after_seconds(retry_after)
+    )
+
+
+def is_transient(failure: RequestFailed) -> bool:
+    if failure.kind == "connection":
+        return True
+    return failure.kind == "server" and (failure.status is None or failure.status in TRANSIENT_STATUS)
+
+
+async def with_retries(
+    once: Callable[[], Awaitable[_T]],
+    policy: RetryPolicy,
+    total_s: float | None = None,
+    give_up: Callable[[], bool] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> _T:
+    """once() (bounded by total_s each try), retried on transient failures (see is_transient).
+
+    give_up() is asked before each retry: True (e.g. the server process died) stops retrying.
+    A transport error from httpx becomes a `connection` failure; the total limit a `timeout`.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            async with asyncio.timeout(total_s):
+                return await once()
+        except TimeoutError as err:
+            raise RequestFailed(
+                "timeout", f"no complete answer within {total_s:g}s", attempts=attempt
+            ) from err
+        except httpx.TransportError as err:
+            failure = RequestFailed("connection", f"{type(err).__name__}: {err}".strip(), attempts=attempt)
+            cause: BaseException = err
+        except RequestFailed as err:
+            failure, cause = err, err
+        failure.attempts = attempt
+        if not is_transient(failure) or attempt >= policy.attempts or (give_up is not None and give_up()):
+            if failure is cause:
+                raise failure
+            raise failure from cause
+        wait = policy.backoff_s * 2 ** (attempt - 1)
+        if failure.retry_after_s is not None:
+            wait = max(wait, failure.retry_after_s)
+        await sleep(min(wait, policy.max_wait_s))
