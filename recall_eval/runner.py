@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from recall_eval.client import ChatClient, RequestFailed
+from recall_eval.calibration import tolerance
+from recall_eval.client import ChatClient, RequestFailed, excerpt
 from recall_eval.errors import UserError
 from recall_eval.indexer_client import IndexerCapture
 from recall_eval.scoring import score_completion
@@ -40,6 +41,14 @@ class RunnerSettings:
     max_consecutive_deaths: int = 3
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One endpoint serving the variant, and how many requests it takes at once."""
+
+    client: ChatClient
+    concurrency: int = 1
 
 
 @dataclass
@@ -76,9 +85,12 @@ class Runner:
         handle: ServerHandle | None = None,
         hooks: RunnerHooks | None = None,
         capture: IndexerCapture | None = None,
+        replicas: Sequence[Replica] | None = None,
     ):
         self.store = store
         self.client = client
+        # several endpoints serving one variant: each pulls cases as its slots free up
+        self.replicas = tuple(replicas) if replicas else (Replica(client, max(1, settings.concurrency)),)
         self.settings = settings
         self.handle = handle
         self.hooks = hooks or RunnerHooks()
@@ -93,23 +105,27 @@ class Runner:
         todo = self.pending(cases)
         state = _ServerState()
         state.ready.set()
-        gate = asyncio.Semaphore(max(1, self.settings.concurrency))
+        queue: asyncio.Queue[Case] = asyncio.Queue()
+        for case in todo:
+            queue.put_nowait(case)
         appended = 0
 
-        async def one(case: Case) -> None:
+        async def worker(replica: Replica) -> None:
             nonlocal appended
-            async with gate:
-                result, died_on = await self._run_case(case, state)
-            self.store.append_result(result)
-            appended += 1
-            self.hooks.on_result(result)
-            if died_on is not None:
-                await self._relaunch(died_on, state)
+            while not queue.empty():
+                case = queue.get_nowait()
+                result, died_on = await self._run_case(case, state, replica.client)
+                self.store.append_result(result)
+                appended += 1
+                self.hooks.on_result(result)
+                if died_on is not None:
+                    await self._relaunch(died_on, state)
 
         try:
             async with asyncio.TaskGroup() as group:
-                for case in todo:
-                    group.create_task(one(case))
+                for replica in self.replicas:
+                    for _ in range(max(1, replica.concurrency)):
+                        group.create_task(worker(replica))
         except BaseExceptionGroup as group:
             raise _first_leaf(group) from None
         return appended
@@ -121,8 +137,12 @@ class Runner:
         started_at: float,
         completion: Completion | None = None,
         error: str | None = None,
+        endpoint: str | None = None,
+        answer: str | None = None,
     ) -> Result:
         params = dict(case.params)
+        served = completion.prompt_tokens if completion is not None else None
+        off = served - case.target_tokens if served is not None else None
         if case.needle_token_end is not None:
             params["needle_token_end"] = case.needle_token_end
         return Result(
@@ -130,7 +150,7 @@ class Runner:
             suite=case.suite,
             variant=self.settings.variant,
             outcome=outcome,
-            answer=completion.text if completion is not None else "",
+            answer=answer if answer is not None else (completion.text if completion is not None else ""),
             expected=case.expected,
             target_tokens=case.target_tokens,
             depth_percent=case.depth_percent,
@@ -143,9 +163,15 @@ class Runner:
             started_at=started_at,
             finished_at=time.time(),
             params=params,
+            server_prompt_tokens=served,
+            length_error_tokens=off,
+            length_off_target=off is not None and abs(off) > tolerance(case.target_tokens),
+            endpoint=endpoint,
         )
 
-    async def _run_case(self, case: Case, state: _ServerState) -> tuple[Result, int | None]:
+    async def _run_case(
+        self, case: Case, state: _ServerState, client: ChatClient | None = None
+    ) -> tuple[Result, int | None]:
         """The case's result, and the server epoch it saw die (None if it did not)."""
         started_at = time.time()
         limit = self.settings.context_limit
@@ -153,6 +179,8 @@ class Runner:
         if limit is not None and length >= limit:
             reason = f"prompt of {length} tokens does not fit the server's context length ({limit} tokens); not sent"
             return self._result(case, "too_long", started_at, error=reason), None
+        client = client or self.client
+        endpoint = client.endpoint.base_url
         await state.ready.wait()
         epoch = state.epoch
         self.hooks.on_start(case)
@@ -163,12 +191,17 @@ class Runner:
                 generation = await self.capture.complete(case, self.settings.max_tokens, give_up)
                 completion = generation.completion
             else:
-                completion = await self.client.complete(case.messages, self.settings.max_tokens, give_up)
+                completion = await client.complete(case.messages, self.settings.max_tokens, give_up)
         except RequestFailed as failure:
-            return self._failed(case, failure, epoch, state, started_at)
+            if failure.kind == "auth":
+                raise UserError(f"{endpoint}: {failure}") from None
+            result, died_on = self._failed(case, failure, epoch, state, started_at)
+            return result.model_copy(update={"endpoint": endpoint}), died_on
         state.consecutive_deaths = 0
         outcome, why = score_completion(completion, case.expected, case.distractors)
-        result = self._result(case, outcome, started_at, completion, error=why if outcome != "pass" else None)
+        result = self._result(
+            case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
+        )
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
@@ -195,7 +228,9 @@ class Runner:
         if death is None:
             outcome: Outcome = "timeout" if failure.kind == "timeout" else "error"
             detail = f"{failure} (after {failure.attempts} attempts)"
-            return self._result(case, outcome, started_at, error=detail), None
+            if failure.partial:
+                detail += f"; received before it: {excerpt(failure.partial)!r}"
+            return self._result(case, outcome, started_at, error=detail, answer=failure.partial), None
         return self._result(case, death.outcome, started_at, error=death_error(death)), epoch
 
     async def _relaunch(self, epoch: int, state: _ServerState) -> None:

@@ -9,8 +9,8 @@ Rules, in order, for an answer from a live model (the answer is the completion's
    and it lists fewer than HEDGE_LIMIT (2) *other* code-shaped strings -> ``pass``.
    Listing two or more other code-shaped strings next to the value is a guess list -> ``miss``.
 3. truncated: no pass, and the server stopped because of the answer budget (finish_reason
-   ``length``) -> ``truncated`` (this includes a blank answer that ran out of budget, e.g. while
-   thinking).
+   ``length``) -> ``truncated``; a blank answer whose budget went to reasoning gets the detail
+   REASONING_RAN_OUT ("budget ran out while reasoning").
 4. empty: no pass and the answer is blank (only whitespace) -> ``empty``.
 5. otherwise -> ``miss``.
 
@@ -81,10 +81,19 @@ def score_answer(
     return "miss", None
 
 
+REASONING_RAN_OUT = "budget ran out while reasoning"
+
+
 def score_completion(
     completion: Completion, expected: tuple[str, ...], distractors: tuple[str, ...] = ()
 ) -> tuple[Outcome, str | None]:
-    return score_answer(completion.text, expected, distractors, completion.finish_reason)
+    """score_answer on the completion; a budget spent entirely on reasoning (the server separated it,
+    or an unclosed <think>) is `truncated` with its own detail, never a plain miss."""
+    outcome, why = score_answer(completion.text, expected, distractors, completion.finish_reason)
+    if outcome == "truncated" and not completion.text.strip() and completion.reasoning.strip():
+        tokens = f"{completion.completion_tokens} tokens" if completion.completion_tokens else "the budget"
+        why = f"{REASONING_RAN_OUT} ({tokens}, no answer yet); raise --max-tokens for thinking runs"
+    return outcome, why
 
 
 def is_recall_outcome(outcome: Outcome) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from recall_eval.errors import BadInput, UserError
+from recall_eval.transport import auth_failure
 
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_len", "max_context_length")
 
@@ -48,6 +49,8 @@ async def probe_server(base_url: str, http: httpx.AsyncClient, model: str | None
             f"cannot reach {root} ({reason}): is the server running? Check --base-url, or omit it to "
             "launch the embedded reference engine"
         ) from err
+    if response.status_code in (401, 403):
+        raise auth_failure(f"{root}/v1/models", response.status_code)
     if response.status_code != 200:
         raise UserError(
             f"{root}/v1/models answered HTTP {response.status_code}: not an OpenAI-compatible server; check --base-url"

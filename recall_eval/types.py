@@ -156,6 +156,13 @@ class Result(_Frozen):
     started_at: float  # unix time
     finished_at: float  # unix time
     params: dict[str, Any] = Field(default_factory=dict)  # copy of Case.params for reports
+    # the prompt length the server itself counted for this request (usage.prompt_tokens), if it said
+    server_prompt_tokens: int | None = None
+    # server_prompt_tokens - target_tokens; None when the server gave no count
+    length_error_tokens: int | None = None
+    # the server's count is off the target by more than tolerance (1%, at least 8 tokens): reports flag it
+    length_off_target: bool = False
+    endpoint: str | None = None  # base URL of the replica that served the case (None: not sent)
 
 
 class PDPart(_Frozen):
@@ -229,6 +236,10 @@ class Run(_Frozen):
     created_at: float
     finished_at: float | None = None
     note: str | None = None  # why the run stopped, when it did not finish
+    # how prompt lengths were measured ("server:/tokenize", "tiktoken:cl100k_base", ...)
+    length_measure: str | None = None
+    # suites whose lengths are estimates (no server tokenizer or usage: tiktoken); reports say so
+    estimated_length_suites: tuple[str, ...] = ()
 
 
 class Endpoint(_Frozen):
