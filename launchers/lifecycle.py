@@ -35,6 +35,7 @@ from launchers.readiness import (
     wait_ready,
 )
 from recall_eval.errors import UserError
+from recall_eval.redact import Redactor
 from recall_eval.types import Endpoint, Profile, ServerDeath
 
 Echo = Callable[[str], None]
@@ -44,9 +45,11 @@ class ServerStartError(UserError):
     """The server did not become ready. str() is one line; tail holds the last relevant log lines."""
 
     def __init__(self, message: str, death: ServerDeath | None = None, tail: list[str] | None = None):
-        super().__init__(message)
+        # log lines go to the console: a server that logs its args (SGLang does) would show its key
+        redactor = Redactor()
+        super().__init__(redactor.text(message))
         self.death = death
-        self.tail = tail or []
+        self.tail = [redactor.text(line) for line in tail or []]
 
 
 def _quiet(_: str) -> None:

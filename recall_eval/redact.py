@@ -23,9 +23,12 @@ MASK = "***"
 _SECRET_WORDS = frozenset(
     {"key", "apikey", "token", "secret", "password", "passwd", "authorization", "credential", "credentials"}
 )
-_WORD = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])|[0-9]+")
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # HF_TOKEN -> HF, TOKEN; apiKey -> api, Key
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",;]+")
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>=|:\s*)(?P<value>[^\s'\",;&]+)")
+# name=value, name: value, 'name': 'value', "name": "value", name='value' (a Python repr)
+_ASSIGNMENT = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;&)}\]]+)"
+)
 _FLAG_WITH_VALUE = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)")
 MIN_SECRET_LEN = 4  # shorter "secrets" would mask ordinary text
 
@@ -86,8 +89,12 @@ _NESTED = frozenset({"server_info", "internal_states"})
 
 def is_secret_name(name: str) -> bool:
     """True when a field / variable / flag name looks like it holds a secret."""
-    words = {word.lower() for word in _WORD.findall(name)}
-    if words & _SECRET_WORDS:
+    words = [word.lower() for word in _WORD.findall(name)]
+    # "kv_bytes_per_token" is a size, not a token
+    if any(
+        word in _SECRET_WORDS and not (word == "token" and words[i - 1 : i] == ["per"])
+        for i, word in enumerate(words)
+    ):
         return True
     joined = re.sub(r"[^a-z]", "", name.lower())
     return joined.endswith(("apikey", "accesskey", "secretkey", "authtoken", "accesstoken", "password"))
@@ -120,7 +127,7 @@ class Redactor:
 
     @staticmethod
     def _assignment(match: re.Match[str]) -> str:
-        if is_secret_name(match.group("name")):
+        if is_secret_name(match.group("name")) and match.group("value").lower() not in ("bearer", "basic"):
             return f"{match.group('name')}{match.group('sep')}{MASK}"
         return match.group(0)
 

@@ -126,8 +126,9 @@ class Timeouts:
 
     @classmethod
     def for_total(cls, total_s: float, idle_s: float | None = None) -> Timeouts:
-        """Defaults scaled to a per-request total: first token up to the total, idle at most 60 s."""
-        idle = idle_s if idle_s is not None else min(60.0, total_s)
+        """Defaults scaled to a per-request total: first token up to the total; idle a fifth of the
+        total, at most 60 s (a stream silent that long has stalled: decode chunks come every ~10-100 ms)."""
+        idle = idle_s if idle_s is not None else min(60.0, max(1.0, total_s / 5))
         return cls(connect_s=min(10.0, total_s), first_token_s=total_s, idle_s=idle, total_s=total_s)
 
 

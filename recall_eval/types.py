@@ -189,6 +189,7 @@ class Profile(_Frozen):
     host: str = "127.0.0.1"
     port: int = 30000  # 0: launchers pick a port that is free at launch
     base_url: str | None = None  # for engine="external"
+    replica_base_urls: tuple[str, ...] = ()  # engine="external": more replicas of the same model
     tp: int = 1
     mem_fraction_static: float | None = None
     context_length: int | None = None
@@ -219,6 +220,13 @@ class RunSpec(_Frozen):
     request_timeout_s: float = 600.0
     variant: str = "default"
     capture_indexer: bool = False
+    # request knobs for thinking models and servers with their own options (recall_eval.client.RequestKnobs)
+    reasoning_effort: str | None = None  # sent as reasoning_effort ("low", "medium", "high")
+    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"thinking": true}
+    extra_body: dict[str, Any] | None = None  # merged into every chat request body last
+    # names of the extra headers sent (--header); values are never stored, and neither is the API key
+    header_names: tuple[str, ...] = ()
+    api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)
 
 
 class Run(_Frozen):

@@ -20,13 +20,15 @@ from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, C
 from recall_eval.cli.common import finish_run, versions
 from recall_eval.cli.progress import SweepProgress
 from recall_eval.client import ChatClient
+from recall_eval.connect import connect, probe_replicas
 from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
+from recall_eval.redact import Redactor
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
-from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore
-from recall_eval.tokenization import probe_tokenizer
-from recall_eval.types import Case, CaseRecipe, Endpoint, Profile, RunSpec, ServerHandle
+from recall_eval.tokenization import SERVER_TOKENIZER_NAME
+from recall_eval.transport import ServerAuth, make_http_client
+from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, ServerHandle
 
 
 @dataclass
@@ -78,24 +80,36 @@ class StopMessages:
     failed: Callable[[UserError], str]  # bad state or input met on the way
 
 
-def run_recorded(store: RunStore, profile: Profile, console: Console, messages: StopMessages) -> None:
+def run_recorded(
+    store: RunStore,
+    profile: Profile,
+    console: Console,
+    messages: StopMessages,
+    auth: ServerAuth | None = None,
+) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens (Ctrl-C included)."""
+    auth = auth or ServerAuth()
+    store.redactor = Redactor(auth.secrets())
     try:
         with open_target(profile, store.path, console) as target:
-            asyncio.run(run_sweep(store, target, console))
+            launched_key = getattr(target.handle, "api_key", None)
+            if launched_key and not auth.api_key:
+                auth = ServerAuth(api_key=launched_key, headers=auth.headers)
+                store.redactor = Redactor(auth.secrets())
+            asyncio.run(run_sweep(store, target, console, auth))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
         console.print(messages.interrupted, highlight=False)
         raise typer.Exit(130) from None
     except SweepStopped as err:
         finish_run(store, "failed", str(err))
-        raise UserError(messages.stopped(err)) from err
+        raise UserError(store.redactor.text(messages.stopped(err))) from err
     except UserError as err:
         finish_run(store, "failed", str(err))
         if isinstance(err, BadInput):
-            raise BadInput(messages.failed(err)) from err
-        raise UserError(messages.failed(err), err.exit_code) from err
+            raise BadInput(store.redactor.text(messages.failed(err))) from err
+        raise UserError(store.redactor.text(messages.failed(err)), err.exit_code) from err
     except Exception as err:
         finish_run(store, "failed", f"{type(err).__name__}: {err}")
         raise
@@ -110,47 +124,55 @@ def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
     ]
 
 
-def http_client() -> httpx.AsyncClient:
-    # No read timeout here: each request's whole duration is bounded by the client's request timeout.
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(None, connect=10.0), limits=httpx.Limits(max_connections=256)
-    )
+def http_client(auth: ServerAuth | None = None) -> httpx.AsyncClient:
+    return make_http_client(auth)
 
 
-def check_reachable(profile: Profile) -> None:
+def target_urls(profile: Profile, base_url: str) -> list[str]:
+    """Every endpoint serving the variant: the target's URL, then an external profile's replicas."""
+    return [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+
+
+def check_reachable(profile: Profile, auth: ServerAuth | None = None) -> None:
     """Fail before running anything when an external server cannot be reached (or lacks the model)."""
 
     async def probe() -> None:
-        async with http_client() as http:
-            await probe_server(profile.base_url or "", http, profile.served_model_name)
+        async with http_client(auth) as http:
+            await probe_replicas(
+                target_urls(profile, profile.base_url or ""), http, profile.served_model_name
+            )
 
     asyncio.run(probe())
 
 
-async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
+async def run_sweep(
+    store: RunStore, target: Target, console: Console, auth: ServerAuth | None = None
+) -> None:
     """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish."""
     spec = store.run.spec
-    async with http_client() as http:
-        facts = await probe_server(target.base_url, http, target.model)
-        server_info = {**target.server_info, **facts.server_info, "base_url": target.base_url}
+    profile = store.run.profile
+    urls = target_urls(profile, target.base_url) if profile is not None else [target.base_url]
+    async with http_client(auth) as http:
+        connection = await connect(urls, http, spec, target.model)
+        facts, tokenizer, client = connection.facts, connection.tokenizer, connection.client
+        server_info = {**target.server_info, **connection.server_info, "base_url": target.base_url}
         store.write_run(
             store.run.model_copy(
                 update={
                     "server_info": server_info,
                     "time_to_ready_s": target.time_to_ready_s,
                     "versions": {**store.run.versions, **versions(facts.version)},
+                    "length_measure": tokenizer.name,
+                    "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
                 }
             )
         )
-        endpoint = Endpoint(base_url=target.base_url, model=facts.model)
-        tokenizer = await probe_tokenizer(endpoint, http)
-        if not tokenizer.exact:
+        if connection.lengths_estimated:
             console.print(
-                f"[yellow]note:[/yellow] {target.base_url} has no /v1/tokenize; lengths are measured with "
-                f"{tokenizer.name} and an approximate chat template, so they are approximate for this model"
+                f"[yellow]note:[/yellow] {target.base_url} offers no tokenizer endpoint and no usage counts; "
+                f"lengths are estimated with {tokenizer.name} and an approximate chat template"
             )
-        client = ChatClient(endpoint, http, request_timeout_s=spec.request_timeout_s)
-        if spec.capture_indexer and not tokenizer.exact:
+        if spec.capture_indexer and tokenizer.name != SERVER_TOKENIZER_NAME:
             raise UserError(
                 f"--capture-indexer needs the server's /v1/tokenize (needle offsets in its tokens); "
                 f"{target.base_url} has none"
@@ -185,9 +207,21 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
                 concurrency=spec.concurrency,
                 context_limit=limit,
             )
-            hooks = RunnerHooks(on_start=progress.started, on_result=progress.finished, on_event=progress.log)
+            hooks = RunnerHooks(
+                on_start=progress.started,
+                on_result=progress.finished,
+                on_event=lambda line: progress.log(store.redactor.text(line)),
+            )
             progress.start_run()
-            runner = Runner(store, client, settings, handle=target.handle, hooks=hooks, capture=capture)
+            runner = Runner(
+                store,
+                client,
+                settings,
+                handle=target.handle,
+                hooks=hooks,
+                capture=capture,
+                replicas=connection.replicas,
+            )
             await runner.run(cases)
 
 

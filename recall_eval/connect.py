@@ -1,0 +1,122 @@
+"""Reaching the server(s) of one variant: probe every replica, agree on the model, pick the tokenizer.
+
+One variant may be served by several replicas (several --base-url); all are probed first and must
+serve the same model. Lengths are measured on the first replica (replicas serve the same model, so
+the same tokenizer); each replica gets its own ChatClient sharing the run's httpx client, which
+carries the auth headers (recall_eval.transport).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from recall_eval.client import ChatClient, RequestKnobs
+from recall_eval.errors import BadInput
+from recall_eval.runner import Replica
+from recall_eval.server_probe import ServerFacts, probe_server
+from recall_eval.tokenization import TokenCounter, lengths_are_estimates, probe_tokenizer
+from recall_eval.transport import ServerAuth, Timeouts
+from recall_eval.types import Endpoint, RunSpec
+
+# The answer budget of a thinking run when the user gives none: reasoning and answer share it, and a
+# DeepSeek-style model thinks for hundreds to a few thousand tokens before a one-line answer.
+THINKING_MAX_TOKENS = 4096
+
+
+def knobs_of(spec: RunSpec) -> RequestKnobs:
+    return RequestKnobs(
+        reasoning_effort=spec.reasoning_effort,
+        chat_template_kwargs=dict(spec.chat_template_kwargs) if spec.chat_template_kwargs else None,
+        extra_body=dict(spec.extra_body) if spec.extra_body else None,
+    )
+
+
+def is_thinking_run(spec: RunSpec) -> bool:
+    """Does the spec ask for reasoning (an effort, or a thinking switch turned on)?"""
+    kwargs = spec.chat_template_kwargs or {}
+    switched_on = any(kwargs.get(name) is True for name in ("thinking", "enable_thinking"))
+    return bool(spec.reasoning_effort) or switched_on
+
+
+@dataclass
+class Connection:
+    """What run_sweep needs from the target(s) of one variant."""
+
+    facts: ServerFacts  # of the first replica
+    tokenizer: TokenCounter
+    replicas: list[Replica]
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def client(self) -> ChatClient:
+        return self.replicas[0].client
+
+    @property
+    def lengths_estimated(self) -> bool:
+        return lengths_are_estimates(self.tokenizer.name)
+
+
+async def probe_replicas(
+    base_urls: Sequence[str], http: httpx.AsyncClient, model: str | None
+) -> list[ServerFacts]:
+    """Probe every replica at once; BadInput unless all serve the same model."""
+    facts = list(await asyncio.gather(*(probe_server(url, http, model) for url in base_urls)))
+    models = {fact.model for fact in facts}
+    if len(models) > 1:
+        served = ", ".join(f"{url} serves {fact.model!r}" for url, fact in zip(base_urls, facts, strict=True))
+        raise BadInput(f"the replicas of one variant must serve the same model ({served}); pass --model NAME")
+    return facts
+
+
+async def connect(
+    base_urls: Sequence[str],
+    http: httpx.AsyncClient,
+    spec: RunSpec,
+    model: str | None = None,
+    timeouts: Timeouts | None = None,
+) -> Connection:
+    """Probe the replicas, choose how to count tokens, and build one client per replica."""
+    facts = await probe_replicas(base_urls, http, model)
+    first = facts[0]
+    tokenizer = await probe_tokenizer(Endpoint(base_url=base_urls[0], model=first.model), http)
+    limits = timeouts or Timeouts.for_total(spec.request_timeout_s)
+    knobs = knobs_of(spec)
+    replicas = [
+        Replica(
+            ChatClient(
+                Endpoint(base_url=url, model=first.model),
+                http,
+                spec.request_timeout_s,
+                timeouts=limits,
+                knobs=knobs,
+            ),
+            max(1, spec.concurrency),
+        )
+        for url in base_urls
+    ]
+    contexts = [fact.context_length for fact in facts if fact.context_length]
+    info = dict(first.server_info)
+    if len(base_urls) > 1:
+        info["endpoints"] = list(base_urls)
+        if contexts:
+            info["max_model_len"] = min(contexts)  # the tightest replica decides what fits
+    return Connection(facts=first, tokenizer=tokenizer, replicas=replicas, server_info=info)
+
+
+def auth_of(api_key: str | None, headers: Sequence[str] = ()) -> ServerAuth:
+    """ServerAuth from the command line: --api-key (else the env vars) and 'Name: value' headers."""
+    from recall_eval.transport import parse_header
+
+    parsed: dict[str, str] = {}
+    for text in headers:
+        try:
+            name, value = parse_header(text)
+        except ValueError as err:
+            raise BadInput(str(err)) from None
+        parsed[name] = value
+    return ServerAuth.resolve(api_key, parsed)

@@ -1,0 +1,48 @@
+"""Start a third-party or test HTTP server process in its own process group and wait for /v1/models."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.cli import REPO, cli_env
+from tests.e2e.reference_server import ServerProcess, free_port
+
+
+def start_served(
+    argv: Sequence[str],
+    log_path: Path,
+    port: int,
+    headers: Mapping[str, str] | None = None,
+    ready_timeout_s: float = 120.0,
+) -> ServerProcess:
+    """Run argv (which must listen on 127.0.0.1:port) and return once GET /v1/models answers 200."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            list(argv), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=cli_env()
+        )
+    server = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
+    started = time.perf_counter()
+    try:
+        with httpx.Client(timeout=5.0, headers=dict(headers or {})) as client:
+            while time.perf_counter() - started < ready_timeout_s:
+                if process.poll() is not None:
+                    raise AssertionError(f"{argv[0]} exited with {process.returncode}:\n{server.log()[-3000:]}")
+                try:
+                    if client.get(f"{server.base_url}/v1/models").status_code == 200:
+                        server.ready_s = time.perf_counter() - started
+                        return server
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+        raise AssertionError(f"{argv[0]} not ready within {ready_timeout_s} s:\n{server.log()[-3000:]}")
+    except BaseException:
+        server.stop()
+        raise
+
+
+__all__ = ["free_port", "start_served"]
