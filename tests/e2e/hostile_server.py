@@ -44,7 +44,10 @@ async def models() -> dict:
 
 @app.get("/behaviours")
 async def behaviours() -> dict:
-    return {CODE.search(prompt).group() if CODE.search(prompt) else prompt[:40]: b for prompt, b in assigned.items()}
+    return {
+        CODE.search(prompt).group() if CODE.search(prompt) else prompt[:40]: b
+        for prompt, b in assigned.items()
+    }
 
 
 @app.post("/v1/tokenize")

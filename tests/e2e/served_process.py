@@ -31,7 +31,9 @@ def start_served(
         with httpx.Client(timeout=5.0, headers=dict(headers or {})) as client:
             while time.perf_counter() - started < ready_timeout_s:
                 if process.poll() is not None:
-                    raise AssertionError(f"{argv[0]} exited with {process.returncode}:\n{server.log()[-3000:]}")
+                    raise AssertionError(
+                        f"{argv[0]} exited with {process.returncode}:\n{server.log()[-3000:]}"
+                    )
                 try:
                     if client.get(f"{server.base_url}/v1/models").status_code == 200:
                         server.ready_s = time.perf_counter() - started
