@@ -79,6 +79,15 @@ async def consume_unless_disconnected(request: Request, steps: AsyncIterator[Any
 
 def create_app(runtime: Runtime) -> FastAPI:
     app = FastAPI(title="recall-eval reference DSA server (SGLang API)")
+    if runtime.args.api_key:
+        expected = f"Bearer {runtime.args.api_key}"
+
+        @app.middleware("http")
+        async def require_api_key(request: Request, call_next: Any) -> Any:
+            # as SGLang's api-key middleware: health checks stay open
+            if request.url.path.startswith("/health") or request.headers.get("authorization") == expected:
+                return await call_next(request)
+            return JSONResponse({"error": "Unauthorized"}, status_code=401)
 
     @app.exception_handler(NotReady)
     async def not_ready(_: Request, exc: NotReady) -> JSONResponse:

@@ -113,6 +113,7 @@ def startup_info(args: ServerArgs, engine: Engine, served: str, limit: int | Non
         "enable_return_indexer_topk": args.enable_return_indexer_topk,
         "log_level": args.log_level,
         "launch_command": args.launch_command,
+        "api_key": args.api_key,  # SGLang's /server_info carries it too: recall-eval must not store it
         "status": "ready",
         "max_total_num_tokens": engine.max_total_tokens,
         "max_req_input_len": limits.max_req_input_len,

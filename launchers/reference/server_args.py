@@ -11,7 +11,7 @@ import argparse
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +40,9 @@ class ServerArgs:
     index_k_dtype: IndexKDtype
     index_k_dtype_source: str  # "flag", "env SGLANG_DSV4_BF16_INDEX_K=1" or "default"
     memory_limit_gb: float | None
-    launch_command: str
+    # as SGLang's: the argv as given (so it carries --api-key; /server_info shows it, the log does not)
+    launch_command: str = field(repr=False)
+    api_key: str | None = field(default=None, repr=False)  # SGLang's --api-key: Bearer auth on every route
 
 
 def token_count(value: str) -> int:
@@ -99,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="Accepted for SGLang compatibility; the CPU pool is sized by --max-total-tokens.",
+    )
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help="As SGLang: every route but /health* needs 'Authorization: Bearer KEY' (401 otherwise).",
     )
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error", "critical"]
@@ -188,4 +195,5 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
         index_k_dtype_source=source,
         memory_limit_gb=ns.memory_limit_gb,
         launch_command=" ".join(["python -m launchers.reference.server", *argv]),
+        api_key=ns.api_key or None,
     )
