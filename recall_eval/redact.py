@@ -27,7 +27,7 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # HF_TOKEN -> HF, TO
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",;]+")
 # name=value, name: value, 'name': 'value', "name": "value", name='value' (a Python repr)
 _ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;&)}\]]+)"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;&(){}\[\]]+)"
 )
 _FLAG_WITH_VALUE = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)")
 MIN_SECRET_LEN = 4  # shorter "secrets" would mask ordinary text
