@@ -124,9 +124,12 @@ def check_profile(profile: Profile, where: str) -> None:
         if profile.engine != "sglang":
             raise BadInput(f"{where}: PD parts need engine 'sglang', not {profile.engine!r}")
         roles = [part.role for part in profile.pd]
-        if roles.count("router") != 1 or "prefill" not in roles or "decode" not in roles:
+        pd_shape = "prefill" in roles and "decode" in roles and "worker" not in roles
+        dp_shape = "worker" in roles and "prefill" not in roles and "decode" not in roles
+        if roles.count("router") != 1 or not (pd_shape or dp_shape):
             raise BadInput(
-                f"{where}: a PD profile needs prefill and decode parts and exactly one router, got {roles}"
+                f"{where}: a multi-server profile needs exactly one router and either prefill and decode "
+                f"parts (PD) or worker parts (data-parallel), got {roles}"
             )
     if profile.index_topk is not None and profile.index_topk < 1:
         raise BadInput(f"{where}: index_topk must be >= 1, got {profile.index_topk}")

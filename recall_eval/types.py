@@ -166,9 +166,10 @@ class Result(_Frozen):
 
 
 class PDPart(_Frozen):
-    """One server of a prefill/decode disaggregated deployment (or its router)."""
+    """One server of a multi-server deployment behind sglang_router: prefill/decode disaggregated
+    (prefill + decode + router), or data-parallel (workers + router)."""
 
-    role: Literal["prefill", "decode", "router"]
+    role: Literal["prefill", "decode", "router", "worker"]
     port: int
     base_gpu_id: int = 0
     tp: int | None = None  # None: the profile's tp

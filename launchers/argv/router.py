@@ -1,4 +1,5 @@
-"""argv of sglang_router in PD mode (python -m sglang_router.launch_router; flags of sglang-router 0.3.2)."""
+"""argv of sglang_router (python -m sglang_router.launch_router; flags of sglang-router 0.3.2): PD mode
+(--pd-disaggregation --prefill URL PORT --decode URL) or data-parallel (--worker-urls URL...)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,16 @@ ROUTER_MODULE = "sglang_router.launch_router"
 def router_spec(profile: Profile) -> LaunchSpec:
     router = next(part for part in profile.pd if part.role == "router")
     host = f"[{profile.host}]" if ":" in profile.host else profile.host
-    argv = [sys.executable, "-m", ROUTER_MODULE, "--pd-disaggregation"]
-    for url, bootstrap_port in prefill_bootstrap(profile):
-        argv += ["--prefill", url, str(bootstrap_port)]
-    for part in profile.pd:
-        if part.role == "decode":
-            argv += ["--decode", f"http://{host}:{part.port}"]
+    workers = [f"http://{host}:{part.port}" for part in profile.pd if part.role == "worker"]
+    if workers:  # data-parallel: the router spreads requests over plain servers
+        argv = [sys.executable, "-m", ROUTER_MODULE, "--worker-urls", *workers]
+    else:
+        argv = [sys.executable, "-m", ROUTER_MODULE, "--pd-disaggregation"]
+        for url, bootstrap_port in prefill_bootstrap(profile):
+            argv += ["--prefill", url, str(bootstrap_port)]
+        for part in profile.pd:
+            if part.role == "decode":
+                argv += ["--decode", f"http://{host}:{part.port}"]
     argv += ["--host", profile.host, "--port", str(router.port), *router.extra_args]
     return LaunchSpec(
         role="router",

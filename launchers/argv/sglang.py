@@ -172,7 +172,9 @@ def pd_server_specs(profile: Profile) -> list[LaunchSpec]:
     for part, name in zip(profile.pd, _part_names(profile.pd), strict=True):
         if part.role == "router":
             continue
-        mode_args = ["--disaggregation-mode", part.role, "--base-gpu-id", str(part.base_gpu_id)]
+        mode_args = ["--base-gpu-id", str(part.base_gpu_id)]
+        if part.role != "worker":  # a data-parallel worker is a plain server
+            mode_args = ["--disaggregation-mode", part.role, *mode_args]
         extra_ports: tuple[int, ...] = ()
         if part.role == "prefill":
             mode_args += ["--disaggregation-bootstrap-port", str(_bootstrap_port(part))]

@@ -10,7 +10,7 @@ from typing import Literal
 
 from recall_eval.redact import MASK, Redactor, is_secret_name
 
-LaunchRole = Literal["main", "prefill", "decode", "router"]
+LaunchRole = Literal["main", "prefill", "decode", "router", "worker"]
 PATH_LIST_VARS = frozenset({"PYTHONPATH"})  # prepended to the caller's value, never replacing it
 
 

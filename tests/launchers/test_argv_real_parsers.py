@@ -93,7 +93,7 @@ def test_sglang_parses_every_server_argv(case, profile):
     for spec in servers:
         assert spec.argv[2] == "sglang.launch_server"
         args = prepare_server_args(server_flags(spec))
-        part = next((p for p in profile.pd if p.role == spec.role), None)
+        part = next((p for p in profile.pd if p.role == spec.role and p.port == spec.port), None)
         assert args.model_path == profile.model_path
         assert (args.host, args.port) == (profile.host, spec.port)
         assert args.tp_size == ((part.tp if part else None) or profile.tp)
@@ -108,6 +108,8 @@ def test_sglang_parses_every_server_argv(case, profile):
         assert json.loads(args.json_model_override_args)["index_topk"] == profile.index_topk
         assert args.enable_deepseek_v4_fp4_indexer == (profile.index_k_dtype == "fp4")
         assert args.disaggregation_mode == (spec.role if spec.role in ("prefill", "decode") else "null")
+        if spec.role == "worker":
+            assert args.base_gpu_id == part.base_gpu_id
         if spec.role == "prefill":
             assert args.disaggregation_bootstrap_port == spec.extra_ports[0]
 
@@ -123,7 +125,7 @@ def test_pd_router_argv_parses_with_the_router_package():
         )
 
     for profile in shipped("sglang"):
-        if not profile.pd:
+        if not profile.pd or any(part.role == "worker" for part in profile.pd):
             continue
         for overrides in OVERRIDE_SETS.values():
             resolved = apply_overrides(profile, overrides)
@@ -155,3 +157,23 @@ def test_reference_server_parses_its_argv(label):
         assert args.memory_limit_gb == resolved.memory_limit_gb
         assert args.enable_return_indexer_topk == resolved.enable_return_indexer_topk
         assert args.served_model_name == resolved.served_model_name
+
+
+@pytest.mark.sglang
+def test_dp_router_argv_parses_with_the_router_package():
+    """The data-parallel profile: plain workers behind the router (not PD mode), api key passed on."""
+    require_version("sglang-router", ROUTER_VERSION)
+    from sglang_router.launch_router import parse_router_args
+
+    dp_profiles = [p for p in shipped("sglang") if any(part.role == "worker" for part in p.pd)]
+    assert [p.name for p in dp_profiles] == ["dsv4-flash-dp"]
+    for overrides in OVERRIDE_SETS.values():
+        resolved = apply_overrides(dp_profiles[0], overrides)
+        specs = build_command(resolved)
+        router = specs[-1]
+        args = parse_router_args(server_flags(router))
+        assert args.pd_disaggregation is False
+        assert (args.host, args.port) == (resolved.host, router.port)
+        workers = [spec for spec in specs if spec.role == "worker"]
+        assert len(workers) == 2 and args.worker_urls == [spec.url for spec in workers]
+        assert len({spec.port for spec in specs}) == len(specs)
