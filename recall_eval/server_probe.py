@@ -68,6 +68,8 @@ async def probe_server(base_url: str, http: httpx.AsyncClient, model: str | None
         raise BadInput(f"--model {model!r} is not served at {root} (served: {', '.join(names)})")
     card = next((c for c in cards if isinstance(c, dict) and c.get("id") == model), {})
     context = _first_int(card, _CONTEXT_KEYS)
+    if context is None and isinstance(card.get("meta"), dict):  # llama.cpp: meta.n_ctx, per slot
+        context = _first_int(card["meta"], ("n_ctx",))
     info: dict[str, Any] = {}
     try:
         info_response = await http.get(f"{root}/server_info", timeout=10)

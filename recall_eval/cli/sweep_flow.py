@@ -89,7 +89,7 @@ def run_recorded(
 ) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens (Ctrl-C included)."""
-    auth = auth or ServerAuth()
+    auth = auth or ServerAuth.resolve(None)  # RECALL_EVAL_API_KEY, else OPENAI_API_KEY
     store.redactor = Redactor(auth.secrets())
     try:
         with open_target(profile, store.path, console) as target:
@@ -137,7 +137,7 @@ def check_reachable(profile: Profile, auth: ServerAuth | None = None) -> None:
     """Fail before running anything when an external server cannot be reached (or lacks the model)."""
 
     async def probe() -> None:
-        async with http_client(auth) as http:
+        async with http_client(auth or ServerAuth.resolve(None)) as http:
             await probe_replicas(
                 target_urls(profile, profile.base_url or ""), http, profile.served_model_name
             )
