@@ -155,6 +155,14 @@ def render_html(run: Run, results: list[Result], suites: list[SuiteView]) -> str
         suites=suites,
         lengths=frames.length_frames(results),
         failures=frames.failures(results),
+        off_target=[
+            (
+                r.case_id,
+                f"target {r.target_tokens}, server counted {r.server_prompt_tokens} ({r.length_error_tokens:+d})",
+            )
+            for r in results
+            if r.length_off_target and r.length_error_tokens is not None
+        ],
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(results).items())
         or "–",
         metadata=metadata_rows(run),
