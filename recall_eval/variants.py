@@ -14,10 +14,14 @@ Syntax (the variant's label is the argument text, verbatim):
             | tp=N                        tensor-parallel size
             | page=N                      KV page size
             | dtype=fp8|bf16|fp4          the long form of the precision words
+            | effort=low|medium|high      reasoning_effort sent with every request
+            | think=on|off                the chat template's thinking switch (chat_template_kwargs
+                                          {"thinking": .., "enable_thinking": ..}: DeepSeek's and Qwen's names)
 
 A single word without ':' that is not a precision word and has no '=' is a profile name. Overrides are
-returned as Profile field names, the form launchers.profiles.resolve_profile takes. A malformed spec
-raises BadInput naming the bad part (exit code 2).
+returned as Profile field names, the form launchers.profiles.resolve_profile takes; request knobs
+(effort, think) as RunSpec field names in `request`. A malformed spec raises BadInput naming the bad
+part (exit code 2).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class VariantSpec:
     label: str  # the argument text as typed: names the variant in runs and reports
     profile: str | None  # a profile name, or None for the compare's --profile
     overrides: dict[str, Any] = field(default_factory=dict)  # Profile field name -> value
+    request: dict[str, Any] = field(default_factory=dict)  # RunSpec field name -> value (request knobs)
 
 
 def _whole(minimum: int) -> Callable[[str], int]:
@@ -74,7 +79,30 @@ OVERRIDE_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "page": ("page_size", _whole(1), "a whole number >= 1"),
     "dtype": ("index_k_dtype", _dtype, f"one of {', '.join(DTYPE_WORDS)}"),
 }
-_KNOWN = f"{', '.join(DTYPE_WORDS)}, " + ", ".join(f"{key}=" for key in OVERRIDE_KEYS)
+EFFORTS = ("low", "medium", "high")
+
+
+def _effort(text: str) -> str:
+    if text not in EFFORTS:
+        raise ValueError(f"must be one of {', '.join(EFFORTS)}")
+    return text
+
+
+def _thinking(text: str) -> dict[str, bool]:
+    if text not in ("on", "off"):
+        raise ValueError("must be on or off")
+    return {"thinking": text == "on", "enable_thinking": text == "on"}
+
+
+# key -> (RunSpec field, value parser, what the value is): knobs sent with each request
+REQUEST_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
+    "effort": ("reasoning_effort", _effort, f"one of {', '.join(EFFORTS)}"),
+    "think": ("chat_template_kwargs", _thinking, "on or off"),
+}
+_KNOWN = f"{', '.join(DTYPE_WORDS)}, " + ", ".join(f"{key}=" for key in [*OVERRIDE_KEYS, *REQUEST_KEYS])
+
+
+_REQUEST_FIELDS = frozenset(field_name for field_name, _, _ in REQUEST_KEYS.values())
 
 
 def _bad(spec: str, why: str) -> BadInput:
@@ -91,9 +119,9 @@ def _parse_item(spec: str, item: str) -> tuple[str, Any]:
         raise _bad(
             spec, f"unknown override {item!r} (known: {_KNOWN}; a profile name goes first: PROFILE:ITEMS)"
         )
-    if key not in OVERRIDE_KEYS:
+    if key not in OVERRIDE_KEYS and key not in REQUEST_KEYS:
         raise _bad(spec, f"unknown override key {key!r} (known: {_KNOWN})")
-    field_name, parse, what = OVERRIDE_KEYS[key]
+    field_name, parse, what = OVERRIDE_KEYS.get(key) or REQUEST_KEYS[key]
     if not value_text:
         raise _bad(spec, f"{key}= has no value ({key} is {what})")
     try:
@@ -102,8 +130,10 @@ def _parse_item(spec: str, item: str) -> tuple[str, Any]:
         raise _bad(spec, f"{key}={value_text}: {key} is {what}") from err
 
 
-def _parse_items(spec: str, items_text: str) -> dict[str, Any]:
+def _parse_items(spec: str, items_text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Profile overrides, request knobs) of comma-separated items."""
     overrides: dict[str, Any] = {}
+    request: dict[str, Any] = {}
     items = items_text.split(",")
     for position, raw in enumerate(items, start=1):
         item = raw.strip()
@@ -112,10 +142,11 @@ def _parse_items(spec: str, items_text: str) -> dict[str, Any]:
                 spec, f"override {position} is empty (write comma-separated overrides, e.g. fp8,topk=1024)"
             )
         field_name, value = _parse_item(spec, item)
-        if field_name in overrides:
+        target = request if field_name in _REQUEST_FIELDS else overrides
+        if field_name in target:
             raise _bad(spec, f"{item!r} sets {field_name} a second time")
-        overrides[field_name] = value
-    return overrides
+        target[field_name] = value
+    return overrides, request
 
 
 def _check_profile_name(spec: str, name: str) -> str:
@@ -136,10 +167,12 @@ def parse_variant(spec: str) -> VariantSpec:
             raise _bad(
                 spec, f"nothing after ':' (write overrides, or just {profile!r} for the profile as is)"
             )
-        return VariantSpec(label=spec, profile=profile, overrides=_parse_items(spec, items_text))
+        overrides, request = _parse_items(spec, items_text)
+        return VariantSpec(label=spec, profile=profile, overrides=overrides, request=request)
     if "," not in text and "=" not in text and text not in DTYPE_WORDS:
         return VariantSpec(label=spec, profile=_check_profile_name(spec, text), overrides={})
-    return VariantSpec(label=spec, profile=None, overrides=_parse_items(spec, text))
+    overrides, request = _parse_items(spec, text)
+    return VariantSpec(label=spec, profile=None, overrides=overrides, request=request)
 
 
 def check_labels(labels: Sequence[str]) -> None:

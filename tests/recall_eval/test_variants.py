@@ -71,3 +71,26 @@ def test_parse_variants_needs_two_distinct() -> None:
         parse_variants(["fp8"])
     with pytest.raises(BadInput, match="'fp8' is given twice"):
         parse_variants(["fp8", "bf16", "fp8"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "overrides", "knobs"),
+    [
+        ("effort=high", {}, {"reasoning_effort": "high"}),
+        ("think=on", {}, {"chat_template_kwargs": {"thinking": True, "enable_thinking": True}}),
+        ("think=off", {}, {"chat_template_kwargs": {"thinking": False, "enable_thinking": False}}),
+        ("bf16,effort=low", {"index_k_dtype": "bf16"}, {"reasoning_effort": "low"}),
+    ],
+)
+def test_request_knob_variants(spec, overrides, knobs):
+    parsed = parse_variant(spec)
+    assert (parsed.overrides, parsed.request) == (overrides, knobs)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [("effort=max", "effort is one of low, medium, high"), ("think=maybe", "think is on or off")],
+)
+def test_bad_request_knob_variants(spec, fragment):
+    with pytest.raises(BadInput, match=fragment):
+        parse_variant(spec)
