@@ -5,7 +5,7 @@
     run.recall, run.path, run.results                                    # a RunRecord
     same = api.load_run(run.path)
 
-Functions: sweep, resume, compare, load_run, runs. Options are typed (SweepOptions, CompareOptions,
+Functions: sweep, resume, compare, load_run, runs, compares. Options are typed (SweepOptions, CompareOptions,
 ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions); every field defaults to None
 (unset), and the defaults live once in recall_eval.api.options. Progress and notes go to a Hooks
 object (default: the `recall_eval` logger).
@@ -21,11 +21,12 @@ from recall_eval.api.options import (
     SweepOptions,
     TargetOptions,
 )
-from recall_eval.api.reading import load_run, runs
+from recall_eval.api.reading import CompareEntry, compares, load_run, runs
 from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
 from recall_eval.api.sweeping import resume, sweep
 
 __all__ = [
+    "CompareEntry",
     "CompareOptions",
     "CompareRecord",
     "GridOptions",
@@ -39,6 +40,7 @@ __all__ = [
     "SweepProgress",
     "TargetOptions",
     "compare",
+    "compares",
     "load_run",
     "resume",
     "runs",

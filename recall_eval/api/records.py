@@ -52,6 +52,16 @@ class RunRecord:
         return self.run.profile
 
     @property
+    def cases_total(self) -> int:
+        """Cases in the run's grid (suites x lengths x depths x trials)."""
+        spec = self.run.spec
+        return len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
+
+    @property
+    def cases_done(self) -> int:
+        return len({result.case_id for result in self.results})
+
+    @property
     def passes(self) -> int:
         return recall_counts(self.results)[0]
 

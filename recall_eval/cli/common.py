@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from recall_eval.stats import recall_counts, wilson_interval
+from recall_eval.formatting import recall_text
+from recall_eval.stats import recall_counts
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result
 
 
@@ -21,12 +22,11 @@ def outcome_counts(results: Iterable[Result]) -> Counter[str]:
 
 
 def summary_line(results: list[Result]) -> str:
-    """e.g. 'recall 0.95 [0.88-0.98] (76/80 answered) · pass 76, miss 4 · too_long 2'."""
+    """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76/80 answered · pass 76, miss 4 · too_long 2'."""
     passes, answered = recall_counts(results)
     counts = outcome_counts(results)
     if answered:
-        low, high = wilson_interval(passes, answered)
-        head = f"recall {passes / answered:.2f} [{low:.2f}-{high:.2f}] ({passes}/{answered} answered)"
+        head = f"recall {recall_text(passes, answered)}, {passes}/{answered} answered"
     else:
         head = "recall n/a (no answer from a live model)"
     live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts[name])
