@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from recall_eval.errors import UserError
+from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Result, Run, RunSpec
 
 RUN_FILE = "run.json"
@@ -91,7 +91,7 @@ class RunStore:
         try:
             path.mkdir(parents=True, exist_ok=False)
         except FileExistsError as err:
-            raise UserError(f"run directory {path} already exists; pick another --out") from err
+            raise BadInput(f"run directory {path} already exists; pick another --out") from err
         except OSError as err:
             raise UserError(f"cannot create run directory {path}: {err.strerror}; check --out") from err
         store = cls(path, run)
@@ -104,9 +104,9 @@ class RunStore:
         run_dir = Path(run_dir)
         run_file = run_dir / RUN_FILE
         if not run_dir.is_dir():
-            raise UserError(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
+            raise BadInput(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
         if not run_file.is_file():
-            raise UserError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
+            raise BadInput(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
         try:
             run = Run.model_validate_json(run_file.read_bytes())
         except ValidationError as err:

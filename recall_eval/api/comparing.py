@@ -32,7 +32,7 @@ from recall_eval.api.sweeping import build_spec, execute, external_profile, with
 from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
-from recall_eval.variants import check_labels, parse_variants
+from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variants
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
@@ -103,15 +103,23 @@ def plan_variants(
         ]
     if model:
         raise BadInput("--model names the model of a running server: use it with --base-url")
-    from launchers.profiles import resolve_profile
+    from launchers.profiles import load_profiles, resolve_profile
 
+    parsed = parse_variants(labels)
+    known = load_profiles(profiles_file)
+    for variant in parsed:
+        if variant.profile is not None and variant.profile not in known:
+            raise BadInput(
+                f"variant {variant.label!r}: unknown profile {variant.profile!r}; {VARIANT_SYNTAX}; "
+                f"known profiles: {', '.join(sorted(known))}"
+            )
     return [
         PlannedVariant(
             variant.label,
             spec.model_copy(update={"variant": variant.label}),
             resolve_profile(variant.profile or profile or DEFAULT_PROFILE, variant.overrides, profiles_file),
         )
-        for variant in parse_variants(labels)
+        for variant in parsed
     ]
 
 

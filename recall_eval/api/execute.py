@@ -72,10 +72,7 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
         with hooks.launching(profile):
             # the runner owns the relaunch retries; one attempt per relaunch here
             server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
-        with server:
-            hooks.note(
-                f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
-            )
+        with server:  # the launcher has said, through hooks.server_output, that it is ready
             yield Target(
                 base_url=server.endpoint.base_url,
                 model=server.endpoint.model,

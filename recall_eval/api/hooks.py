@@ -81,7 +81,7 @@ class Hooks:
 
     def server_output(self, line: str) -> None:
         """A line from the launcher while a server starts (its command, its readiness)."""
-        log.debug(line)
+        log.info(line)
 
     def launching(self, profile: Profile) -> AbstractContextManager[object]:
         """Held while the profile's server starts (the CLI shows a spinner)."""

@@ -23,12 +23,12 @@ class ConsoleHooks(Hooks):
 
     def note(self, text: str, level: NoteLevel = "info") -> None:
         if level == "warning":
-            self.console.print(f"[yellow]note:[/yellow] {escape(text)}", highlight=False)
+            self.console.print(f"[yellow]note:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
         else:
-            self.console.print(text, highlight=False, markup=False)
+            self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def server_output(self, line: str) -> None:
-        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
 
     def launching(self, profile: Profile) -> AbstractContextManager[object]:
         return self.console.status(f"starting the {profile.name} server ({profile.engine})...")

@@ -69,6 +69,8 @@ def serve(
     logs = _log_dir(resolved.name, log_dir)
 
     def echo(line: str) -> None:
+        if line.startswith("ready in "):  # printed below on stdout, where scripts read it
+            return
         console.print(f"[dim]{line}[/dim]", highlight=False, soft_wrap=True)
 
     with sigterm_raises_exit():

@@ -21,12 +21,16 @@ class RecordingHooks(api.Hooks):
 
     def __init__(self) -> None:
         self.notes: list[str] = []
+        self.server_lines: list[str] = []
         self.launched: list[str] = []
         self.finished: list[Result] = []
         self.done: list[api.RunRecord] = []
 
     def note(self, text: str, level: str = "info") -> None:
         self.notes.append(text)
+
+    def server_output(self, line: str) -> None:
+        self.server_lines.append(line)
 
     def launching(self, profile: Profile):  # type: ignore[override]
         self.launched.append(profile.name)
@@ -81,7 +85,10 @@ def test_sweep_launches_the_reference_engine_and_load_run_reads_it_back(tmp_path
     assert run.answered == 4 and run.recall == run.passes / 4
     assert hooks.launched == ["reference"] and len(hooks.finished) == 4 and hooks.done == [run]
     assert any(note.startswith(f"run {run.run_id} -> ") for note in hooks.notes)
-    assert any("ready at" in note for note in hooks.notes)
+    assert [line for line in hooks.server_lines if "ready in" in line] == [
+        next(line for line in hooks.server_lines if line.startswith("ready in "))
+    ]  # readiness said once, by the launcher
+    assert not any("ready" in note for note in hooks.notes)
     assert _reference_servers_on(port) == []  # stopped after the sweep
     again = api.load_run(run.path)
     assert again == run

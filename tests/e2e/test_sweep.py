@@ -8,6 +8,7 @@ launched and stopped by the sweep itself).
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -57,7 +58,8 @@ def test_sweep_hits_lengths_in_server_tokens_and_writes_report(server, tmp_path)
         assert result.outcome in ("pass", "miss", "empty", "truncated")
         assert result.completion.ttft_s > 0 and result.completion.latency_s >= result.completion.ttft_s
     assert run.server_info["max_model_len"] == CONTEXT
-    assert "recall" in completed.stderr
+    # recall as the report states it, from the one formatting function
+    assert re.search(r"^recall \d+\.\d% \(Wilson \d+\.\d%-\d+\.\d%\), \d+/9 answered", completed.stderr, re.M)
     assert (report.parent / "calibration-cache.json").is_file()
 
 
@@ -100,6 +102,11 @@ def test_default_target_launches_the_reference_engine_and_stops_it(tmp_path):
     assert list(run_dir.glob("server-*.log")), list(run_dir.iterdir())
     port = int(run.server_info["base_url"].rsplit(":", 1)[1])
     assert _servers_on(port) == []
+    # the start banner is one line without shell syntax; readiness is said once
+    [banner] = [line for line in completed.stderr.splitlines() if line.startswith("starting main: ")]
+    assert "launchers.reference.server" in banner and banner.endswith("(full command in server-main.log)")
+    assert "${PYTHONPATH" not in completed.stderr
+    assert completed.stderr.count("ready in ") == 1
 
 
 def test_report_command_rerenders(server, tmp_path):

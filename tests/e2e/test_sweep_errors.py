@@ -59,10 +59,10 @@ def test_unreachable_base_url_is_one_line_and_leaves_no_run():
 def test_missing_run_dir(command, tmp_path):
     completed = run_cli(*command, str(tmp_path / "gone"))
     lines = error_lines(completed)
-    assert completed.returncode == 1
+    assert completed.returncode == 2  # a wrong path is a user mistake
     assert len(lines) == 1 and "does not exist" in lines[0], lines
     not_a_run = run_cli(*command, str(tmp_path))
-    assert not_a_run.returncode == 1 and "not a run directory" in not_a_run.stderr
+    assert not_a_run.returncode == 2 and "not a run directory" in not_a_run.stderr
 
 
 def test_resume_refuses_spec_changes(tmp_path):

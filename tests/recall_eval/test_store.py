@@ -100,7 +100,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
 def test_open_errors_are_one_line(tmp_path):
     with pytest.raises(UserError, match="does not exist") as missing:
         RunStore.open(tmp_path / "nope")
-    assert "\n" not in str(missing.value)
+    assert "\n" not in str(missing.value) and missing.value.exit_code == 2  # bad input
     with pytest.raises(UserError, match="not a run directory"):
         RunStore.open(tmp_path)
     (tmp_path / "run.json").write_text("{}")
