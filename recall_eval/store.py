@@ -13,6 +13,7 @@ next append first cuts it off, so every stored line is a whole Result.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from recall_eval.errors import BadInput, UserError
-from recall_eval.types import Result, Run, RunSpec
+from recall_eval.types import FORMAT_VERSION, Result, Run, RunSpec
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
@@ -76,6 +77,19 @@ def _parse_results(raw: bytes) -> tuple[list[Result], int]:
     return results, good_end
 
 
+def _check_format_version(run_file: Path, raw: bytes) -> None:
+    """A run.json written by a newer recall-eval is refused by name, not by a field it does not know."""
+    try:
+        version = json.loads(raw).get("format_version", FORMAT_VERSION)
+    except (ValueError, AttributeError):
+        return  # not a JSON object: validation reports it
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise UserError(
+            f"{run_file} has run format {version}; this recall-eval reads format {FORMAT_VERSION} and "
+            "older: upgrade recall-eval to read it"
+        )
+
+
 class RunStore:
     """One run directory. Create it with RunStore.create, reopen it with RunStore.open."""
 
@@ -107,8 +121,10 @@ class RunStore:
             raise BadInput(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
         if not run_file.is_file():
             raise BadInput(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
+        raw = run_file.read_bytes()
+        _check_format_version(run_file, raw)
         try:
-            run = Run.model_validate_json(run_file.read_bytes())
+            run = Run.model_validate_json(raw)
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
