@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launchers.reference.tokenizer import ChatTokenizer, render_chat
-from launchers.reference.train_data import Sample, encode_examples, randomize_key, randomize_value
+from launchers.reference.training.train_data import Sample, encode_examples, randomize_key, randomize_value
 
 CODE_RE = re.compile(r"\b[A-Z]{3,}-\d{4}-[A-Z]{3,}\b")
 TOKENS_PER_WORD = 1.19  # measured on needle documents with the shipped tokenizer

@@ -1,8 +1,8 @@
 """Train the reference model (on the device GPU), or build its tokenizer / a random-init checkpoint.
 
-    python -m launchers.reference.train tokenizer            # weights/tokenizer.json (CPU, seconds)
-    python -m launchers.reference.train init --out DIR       # random weights (for tests of the plumbing)
-    python -m launchers.reference.train train --out DIR --minutes 7
+    python -m launchers.reference.training.train tokenizer            # weights/tokenizer.json (CPU, seconds)
+    python -m launchers.reference.training.train init --out DIR       # random weights (for tests of the plumbing)
+    python -m launchers.reference.training.train train --out DIR --minutes 7
 
 Recipe (DeepSeek-V3.2 style, adapted to training from scratch in minutes):
 1. dense warm-up: DSA layers attend to every previous token; the indexer learns, by KL, the
@@ -32,12 +32,12 @@ import torch
 import torch.nn.functional as F
 
 from launchers.reference.config import ModelConfig
-from launchers.reference.corpus import ShardSpec, make_shard, tokenizer_texts, words_for_tokens
 from launchers.reference.engine_api import WEIGHTS_DIR
-from launchers.reference.greedy import greedy_from_states, prompt_states
 from launchers.reference.model import ReferenceModel, count_parameters
 from launchers.reference.tokenizer import ChatTokenizer, train_tokenizer
-from launchers.reference.train_data import Batch, Sample, bucket_batches, make_batch
+from launchers.reference.training.corpus import ShardSpec, make_shard, tokenizer_texts, words_for_tokens
+from launchers.reference.training.greedy import greedy_from_states, prompt_states
+from launchers.reference.training.train_data import Batch, Sample, bucket_batches, make_batch
 
 TOPK_CHOICES = (16, 32, 64, 128, 256, 512)
 VAL_TOPK = 512
@@ -293,7 +293,7 @@ def train(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m launchers.reference.train", description=__doc__.split("\n")[0]
+        prog="python -m launchers.reference.training.train", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_tok = sub.add_parser("tokenizer")
