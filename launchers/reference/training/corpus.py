@@ -68,6 +68,11 @@ class ShardSpec:
     randomize_keys: float = 0.0  # share of examples whose key name is replaced by a random name
 
 
+def make_kind_shard(spec: ShardSpec) -> tuple[str, list[Sample]]:
+    """(kind, samples) of a one-kind shard, so that training can keep curves per kind."""
+    return "+".join(spec.kinds), make_shard(spec)
+
+
 def make_shard(spec: ShardSpec) -> list[Sample]:
     """Encoded samples of one shard (runs in a worker process)."""
     from suites.training_corpus import iter_training_examples
