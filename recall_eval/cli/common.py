@@ -31,7 +31,8 @@ def summary_line(results: list[Result]) -> str:
         head = "recall n/a (no answer from a live model)"
     live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts[name])
     infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts[name])
-    return " · ".join(part for part in (head, live, infra) if part)
+    unfit = f"not applicable {counts['not_applicable']}" if counts["not_applicable"] else ""
+    return " · ".join(part for part in (head, live, infra, unfit) if part)
 
 
 def render_report(run_dir: Path) -> Path:
