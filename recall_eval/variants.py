@@ -100,6 +100,11 @@ REQUEST_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "think": ("chat_template_kwargs", _thinking, "on or off"),
 }
 _KNOWN = f"{', '.join(DTYPE_WORDS)}, " + ", ".join(f"{key}=" for key in [*OVERRIDE_KEYS, *REQUEST_KEYS])
+# One line on the syntax, for errors about a variant.
+VARIANT_SYNTAX = (
+    f"a variant is overrides ({_KNOWN}; comma-separated, e.g. fp8,topk=1024), "
+    "a profile name, or PROFILE:OVERRIDES (e.g. dsv4-flash:bf16)"
+)
 
 
 _REQUEST_FIELDS = frozenset(field_name for field_name, _, _ in REQUEST_KEYS.values())

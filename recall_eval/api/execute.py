@@ -1,24 +1,25 @@
-"""The body of `recall-eval sweep`: reach the target, calibrate the grid, run it, keep run.json current."""
+"""Running one stored run: reach (or launch) the target, probe it, calibrate the pending cases, run
+them, and keep run.json current however the run ends."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
-import typer
-from rich.console import Console
 
 import suites
+from recall_eval.api.hooks import Hooks
+from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
-from recall_eval.cli.common import finish_run, versions
-from recall_eval.cli.progress import SweepProgress
 from recall_eval.client import ChatClient
 from recall_eval.connect import connect, probe_replicas
 from recall_eval.errors import BadInput, UserError
@@ -28,7 +29,25 @@ from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.tokenization import SERVER_TOKENIZER_NAME
 from recall_eval.transport import ServerAuth, make_http_client
-from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, ServerHandle
+from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, RunStatus, ServerHandle
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("recall-eval")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def versions(server_version: str | None = None) -> dict[str, str]:
+    found = {"recall-eval": package_version(), "python": platform.python_version()}
+    if server_version:
+        found["server"] = server_version
+    return found
+
+
+def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
+    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
 
 
 @dataclass
@@ -43,7 +62,7 @@ class Target:
 
 
 @contextmanager
-def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[Target]:
+def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
     if profile.engine == "external":
         assert profile.base_url is not None
@@ -51,17 +70,11 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
         return
     from launchers.lifecycle import launch, sigterm_raises_exit
 
-    def echo(line: str) -> None:
-        console.print(f"[dim]{line}[/dim]", highlight=False)
-
     with sigterm_raises_exit():
-        with console.status(f"starting the {profile.name} server ({profile.engine})..."):
+        with hooks.launching(profile):
             # the runner owns the relaunch retries; one attempt per relaunch here
-            server = launch(profile, log_dir, echo=echo, relaunch_attempts=1)
-        with server:
-            console.print(
-                f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
-            )
+            server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
+        with server:  # the launcher has said, through hooks.server_output, that it is ready
             yield Target(
                 base_url=server.endpoint.base_url,
                 model=server.endpoint.model,
@@ -71,45 +84,35 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
             )
 
 
-@dataclass(frozen=True)
-class StopMessages:
-    """What to tell the user when a run stops early; `sweep` and `compare` word the way back apart."""
-
-    interrupted: str  # after Ctrl-C (rich markup)
-    stopped: Callable[[SweepStopped], str]  # the runner gave up (server died, too many errors)
-    failed: Callable[[UserError], str]  # bad state or input met on the way
-
-
-def run_recorded(
-    store: RunStore,
-    profile: Profile,
-    console: Console,
-    messages: StopMessages,
-    auth: ServerAuth | None = None,
-) -> None:
+def run_recorded(store: RunStore, profile: Profile, hooks: Hooks, auth: ServerAuth | None = None) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
-    whatever happens (Ctrl-C included)."""
-    auth = auth or ServerAuth.resolve(None)  # RECALL_EVAL_API_KEY, else OPENAI_API_KEY
+    whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early.
+
+    auth (default: the key from RECALL_EVAL_API_KEY / OPENAI_API_KEY) goes on every request; a launched
+    profile that starts its server with --api-key supplies its own. Its secrets are masked in
+    everything the store writes and in the error raised."""
+    label = store.run.spec.variant
+    auth = auth or ServerAuth.resolve(None)
     store.redactor = Redactor(auth.secrets())
     try:
-        with open_target(profile, store.path, console) as target:
+        with open_target(profile, store.path, hooks) as target:
             launched_key = getattr(target.handle, "api_key", None)
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers)
                 store.redactor = Redactor(auth.secrets())
-            asyncio.run(run_sweep(store, target, console, auth))
+            asyncio.run(run_sweep(store, target, hooks, auth))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
-        console.print(messages.interrupted, highlight=False)
-        raise typer.Exit(130) from None
+        raise RunInterrupted(store.path, label) from None
     except SweepStopped as err:
         finish_run(store, "failed", str(err))
-        raise UserError(store.redactor.text(messages.stopped(err))) from err
+        raise RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True) from err
     except UserError as err:
         finish_run(store, "failed", str(err))
-        if isinstance(err, BadInput):
-            raise BadInput(store.redactor.text(messages.failed(err))) from err
-        raise UserError(store.redactor.text(messages.failed(err)), err.exit_code) from err
+        masked = store.redactor.text(str(err))
+        if masked != str(err):
+            err = BadInput(masked) if isinstance(err, BadInput) else UserError(masked, err.exit_code)
+        raise RunStopped(err, store.path, label, gave_up=False) from err
     except Exception as err:
         finish_run(store, "failed", f"{type(err).__name__}: {err}")
         raise
@@ -125,6 +128,8 @@ def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
 
 
 def http_client(auth: ServerAuth | None = None) -> httpx.AsyncClient:
+    """The run's HTTP client (recall_eval.transport): auth headers on every request, connect timeout;
+    the stream reader and the retry helper own the other limits."""
     return make_http_client(auth)
 
 
@@ -134,21 +139,20 @@ def target_urls(profile: Profile, base_url: str) -> list[str]:
 
 
 def check_reachable(profile: Profile, auth: ServerAuth | None = None) -> None:
-    """Fail before running anything when an external server cannot be reached (or lacks the model)."""
+    """Fail before running anything when an external server (any replica) cannot be reached, lacks
+    the model, or refuses the key."""
 
     async def probe() -> None:
         async with http_client(auth or ServerAuth.resolve(None)) as http:
-            await probe_replicas(
-                target_urls(profile, profile.base_url or ""), http, profile.served_model_name
-            )
+            urls = target_urls(profile, profile.base_url or "")
+            await probe_replicas(urls, http, profile.served_model_name)
 
     asyncio.run(probe())
 
 
-async def run_sweep(
-    store: RunStore, target: Target, console: Console, auth: ServerAuth | None = None
-) -> None:
-    """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish."""
+async def run_sweep(store: RunStore, target: Target, hooks: Hooks, auth: ServerAuth | None = None) -> None:
+    """Probe every replica, calibrate the cases not yet final, and run them; results land in the
+    store as they finish."""
     spec = store.run.spec
     profile = store.run.profile
     urls = target_urls(profile, target.base_url) if profile is not None else [target.base_url]
@@ -168,9 +172,10 @@ async def run_sweep(
             )
         )
         if connection.lengths_estimated:
-            console.print(
-                f"[yellow]note:[/yellow] {target.base_url} offers no tokenizer endpoint and no usage counts; "
-                f"lengths are estimated with {tokenizer.name} and an approximate chat template"
+            hooks.note(
+                f"{target.base_url} offers no tokenizer endpoint and no usage counts; lengths are estimated "
+                f"with {tokenizer.name} and an approximate chat template (the report says so)",
+                level="warning",
             )
         if spec.capture_indexer and tokenizer.name != SERVER_TOKENIZER_NAME:
             raise UserError(
@@ -185,8 +190,7 @@ async def run_sweep(
         to_calibrate = {recipe_id(recipe) for recipe in fits} - done
         cache = CalibrationCache.load(store.path)
         already = [result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes}]
-        with SweepProgress(
-            console,
+        with hooks.sweep_progress(
             total=len(recipes),
             already_done=len(already),
             already_passed=sum(r.outcome == "pass" for r in already),
@@ -207,10 +211,11 @@ async def run_sweep(
                 concurrency=spec.concurrency,
                 context_limit=limit,
             )
-            hooks = RunnerHooks(
+            redact = store.redactor.text
+            runner_hooks = RunnerHooks(
                 on_start=progress.started,
                 on_result=progress.finished,
-                on_event=lambda line: progress.log(store.redactor.text(line)),
+                on_event=lambda line: progress.log(redact(line)),
             )
             progress.start_run()
             runner = Runner(
@@ -218,7 +223,7 @@ async def run_sweep(
                 client,
                 settings,
                 handle=target.handle,
-                hooks=hooks,
+                hooks=runner_hooks,
                 capture=capture,
                 replicas=connection.replicas,
             )
