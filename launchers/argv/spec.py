@@ -56,9 +56,10 @@ class LaunchSpec:
         return " ".join([*assignments, shlex.join(redactor.argv(self.argv))])
 
     def short_line(self) -> str:
-        """The argv for a one-line banner: the program by its name, no env (command_line has both)."""
+        """The argv for a one-line banner: the program by its name, no env (command_line has both);
+        secret-looking values masked like command_line's."""
         program = os.path.basename(self.argv[0]) if self.argv else ""
-        return shlex.join([program, *self.argv[1:]])
+        return shlex.join([program, *Redactor().argv(self.argv[1:])])
 
     def merged_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The process environment: base (default os.environ) with env applied; path lists prepended."""
