@@ -28,11 +28,14 @@ from recall_eval.api.execute import check_reachable, versions
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
-from recall_eval.api.sweeping import build_spec, execute, external_profile, with_capture
+from recall_eval.api.sweeping import build_spec, execute, external_profile, request_auth, with_capture
+from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
+from recall_eval.redact import Redactor
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
+from recall_eval.transport import ServerAuth
 from recall_eval.types import Profile, Run, RunSpec
-from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variants
+from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
@@ -47,7 +50,25 @@ class PlannedVariant:
 
 
 def _same_spec(a: RunSpec, b: RunSpec) -> bool:
-    return a.model_copy(update={"variant": ""}) == b.model_copy(update={"variant": ""})
+    """Same cases and request knobs; the label and how requests were authenticated do not matter."""
+    ignored = {"variant": "", "api_key_used": False, "header_names": ()}
+    return a.model_copy(update=ignored) == b.model_copy(update=ignored)
+
+
+def _knobs_only(label: str) -> dict[str, Any]:
+    """The request knobs of a label that is only knobs ("think=on", "effort=high"), else {}."""
+    try:
+        parsed = parse_variant(label)
+    except BadInput:
+        return {}
+    return parsed.request if parsed.profile is None and not parsed.overrides else {}
+
+
+def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_budget: bool) -> RunSpec:
+    update: dict[str, Any] = {"variant": label, **knobs}
+    if thinking_budget:  # no --max-tokens and some variant thinks: one budget for all, big enough
+        update["max_tokens"] = THINKING_MAX_TOKENS
+    return spec.model_copy(update=update)
 
 
 def target_key(profile: Profile) -> dict[str, Any]:
@@ -87,8 +108,13 @@ def plan_variants(
     model: str | None = None,
     profile: str | None = None,
     profiles_file: Path | None = None,
+    budget_given: bool = True,
 ) -> list[PlannedVariant]:
-    """Resolve every variant before anything starts, so a bad one fails at once (BadInput)."""
+    """Resolve every variant before anything starts, so a bad one fails at once (BadInput).
+
+    Request knobs in a variant (effort=high, think=on) go to its spec; with base_urls, a label made only
+    of knobs is applied too. budget_given=False (no --max-tokens) gives every variant
+    THINKING_MAX_TOKENS when any of them thinks."""
     if base_urls:
         check_labels(labels)
         if profile or profiles_file:
@@ -97,8 +123,14 @@ def plan_variants(
             raise BadInput(
                 f"give --base-url once per variant: {len(labels)} variants, {len(base_urls)} --base-url"
             )
+        knobs = {label: _knobs_only(label) for label in labels}
+        thinking = not budget_given and any(
+            is_thinking_run(spec.model_copy(update=k)) for k in knobs.values()
+        )
         return [
-            PlannedVariant(label, spec.model_copy(update={"variant": label}), external_profile(url, model))
+            PlannedVariant(
+                label, _variant_spec(spec, label, knobs[label], thinking), external_profile(url, model)
+            )
             for label, url in zip(labels, base_urls, strict=True)
         ]
     if model:
@@ -113,17 +145,20 @@ def plan_variants(
                 f"variant {variant.label!r}: unknown profile {variant.profile!r}; {VARIANT_SYNTAX}; "
                 f"known profiles: {', '.join(sorted(known))}"
             )
+    thinking = not budget_given and any(is_thinking_run(spec.model_copy(update=v.request)) for v in parsed)
     return [
         PlannedVariant(
             variant.label,
-            spec.model_copy(update={"variant": variant.label}),
+            _variant_spec(spec, variant.label, variant.request, thinking),
             resolve_profile(variant.profile or profile or DEFAULT_PROFILE, variant.overrides, profiles_file),
         )
         for variant in parsed
     ]
 
 
-def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> RunRecord:
+def obtain_run(
+    planned: PlannedVariant, hooks: Hooks, reuse: bool = True, auth: ServerAuth | None = None
+) -> RunRecord:
     """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
     label = planned.label
     matches = matching_runs(planned) if reuse else []
@@ -137,7 +172,7 @@ def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> Run
             reports.render_report(store.path)
         return RunRecord.from_store(store, reused=True)
     if planned.profile.engine == "external":
-        check_reachable(planned.profile)
+        check_reachable(planned.profile, auth)
     resumable = [store for store in matches if store.run.status in _RESUMABLE]
     if resumable:
         store = resumable[-1]
@@ -153,7 +188,7 @@ def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> Run
         )
         store = RunStore.create(run, runs_home())
         hooks.note(f"{label}: run {run.run_id} -> {store.path}")
-    return execute(store, planned.profile, hooks)
+    return execute(store, planned.profile, hooks, auth=auth)
 
 
 def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
@@ -209,11 +244,20 @@ def compare(
     planned = [
         PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
         for p in plan_variants(
-            list(variants), spec, options.base_urls, options.model, options.profile, options.profiles_file
+            list(variants),
+            spec,
+            options.base_urls,
+            options.model,
+            options.profile,
+            options.profiles_file,
+            budget_given=options.grid.max_tokens is not None,
         )
     ]
-    runs = [obtain_run(p, hooks, reuse=not options.rerun) for p in planned]
-    html = write_compare_dir(planned, runs, command or shlex.join(["recall-eval", "compare", *variants]))
+    auth = request_auth(options.request)
+    runs = [obtain_run(p, hooks, reuse=not options.rerun, auth=auth) for p in planned]
+    # compare.json keeps the command line: with the key masked (it may have been typed in it)
+    line = Redactor(auth.secrets()).text(command or shlex.join(["recall-eval", "compare", *variants]))
+    html = write_compare_dir(planned, runs, line)
     return CompareRecord(
         path=html.parent, report=html, labels=tuple(p.label for p in planned), runs=tuple(runs)
     )

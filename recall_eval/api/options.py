@@ -14,7 +14,7 @@ must be unique across the groups: `api.sweep(name=value)` routes flat keywords t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 _Options = TypeVar("_Options")
 
 
-def option(flag: str, doc: str) -> Any:
-    """A field that is unset (None) by default; `flag` is its command-line name, `doc` its meaning."""
-    return field(default=None, metadata={"flag": flag, "doc": doc})
+def option(flag: str, doc: str, no_default: bool = False) -> Any:
+    """A field that is unset (None) by default; `flag` is its command-line name, `doc` its meaning.
+    no_default: unset stays unset (an API key, a header, a request knob): no DEFAULT_* value."""
+    return field(default=None, metadata={"flag": flag, "doc": doc, "no_default": no_default})
 
 
 def flag_of(options: type | object, name: str) -> str:
@@ -74,8 +75,30 @@ class GridOptions:
 class RequestOptions:
     """How requests are sent; a resumed run may change these without changing its cases."""
 
-    concurrency: int | None = option("--concurrency", "requests in flight at once")
+    concurrency: int | None = option("--concurrency", "requests in flight at once, per endpoint")
     request_timeout_s: float | None = option("--request-timeout", "seconds per request")
+    # never stored: the key and the header values (run.json records only whether a key was sent and
+    # the header names); a resume must be given them again
+    api_key: str | None = option(
+        "--api-key",
+        "API key sent as 'Authorization: Bearer KEY' (else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY)",
+        no_default=True,
+    )
+    headers: Sequence[str] | None = option(
+        "--header", "extra HTTP header 'Name: value' on every request", no_default=True
+    )
+    # stored in the RunSpec: they change what the model does (a resume keeps the run's own)
+    reasoning_effort: str | None = option(
+        "--reasoning-effort", "reasoning_effort sent with every request", no_default=True
+    )
+    chat_template_kwargs: str | Mapping[str, Any] | None = option(
+        "--chat-template-kwargs",
+        "JSON object for the chat template, e.g. '{\"thinking\": true}'",
+        no_default=True,
+    )
+    extra_body: str | Mapping[str, Any] | None = option(
+        "--extra-body", "JSON object merged into every chat request body", no_default=True
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +107,10 @@ class TargetOptions:
 
     profile: str | None = option("--profile", "server profile to launch")
     profiles_file: Path | None = option("--profiles-file", "TOML file with more profiles")
-    base_url: str | None = option("--base-url", "a running OpenAI-compatible server; nothing is launched")
+    base_url: str | Sequence[str] | None = option(
+        "--base-url",
+        "a running OpenAI-compatible server; nothing is launched (several: replicas of one model, sharing the cases)",
+    )
     model: str | None = option("--model", "model name to send to base_url (default: the first served)")
     # Profile overrides: Profile field names, so they pass to launchers.profiles as they are.
     index_k_dtype: str | None = option("--index-k-dtype", "index-key precision: fp8, bf16 or fp4")
@@ -159,7 +185,7 @@ class ResumeOptions:
     """What may change when an interrupted run is finished: how requests are sent, and where to."""
 
     request: RequestOptions = RequestOptions()
-    base_url: str | None = None  # the same server, now at another URL (or a running one instead)
+    base_url: str | Sequence[str] | None = None  # the same server at another URL (or its replicas)
     port: int | None = None  # a launched server's port (it does not change results)
     render_report: bool = True
 

@@ -3,9 +3,11 @@ run it (launching the server when a profile is given), render its report."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,11 @@ from recall_eval.api.options import (
     updated,
 )
 from recall_eval.api.records import RunRecord
+from recall_eval.connect import THINKING_MAX_TOKENS, auth_of, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.store import RunStore, new_run_id, runs_home
+from recall_eval.transport import ServerAuth
 from recall_eval.types import Profile, Run, RunSpec
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -53,16 +57,58 @@ def check_request(request: RequestOptions) -> None:
         raise BadInput(f"{flag_of(request, 'request_timeout_s')} {timeout:g}: must be above 0")
 
 
+def _json_object(flag: str, value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON-object option (text or a mapping) as a dict; BadInput for anything else."""
+    if value is None or isinstance(value, Mapping):
+        return dict(value) if value is not None else None
+    try:
+        parsed = json.loads(value)
+    except ValueError as err:
+        raise BadInput(
+            f"{flag} {value!r}: not JSON ({err.msg}); write an object like '{{\"thinking\": true}}'"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise BadInput(f"{flag} {value!r}: must be a JSON object ({{...}}), not {type(parsed).__name__}")
+    return parsed
+
+
+def request_auth(request: RequestOptions) -> ServerAuth:
+    """The key (--api-key, else the env vars) and headers of the request options; used, never stored."""
+    return auth_of(request.api_key, list(request.headers or ()))
+
+
+def request_knobs(request: RequestOptions) -> dict[str, Any]:
+    """The RunSpec fields of the request knobs (reasoning effort, chat template kwargs, extra body)."""
+    return {
+        "reasoning_effort": request.reasoning_effort or None,
+        "chat_template_kwargs": _json_object(
+            flag_of(request, "chat_template_kwargs"), request.chat_template_kwargs
+        ),
+        "extra_body": _json_object(flag_of(request, "extra_body"), request.extra_body),
+    }
+
+
 def build_spec(
     grid: GridOptions, request: RequestOptions, variant: str | None = None, capture_indexer: bool = False
 ) -> RunSpec:
-    """The RunSpec of a new run: given options, else the defaults (BadInput for a malformed one)."""
+    """The RunSpec of a new run: given options, else the defaults (BadInput for a malformed one).
+
+    A thinking run (a reasoning effort, or the template's thinking switch on) without --max-tokens gets
+    THINKING_MAX_TOKENS: reasoning and answer share the budget."""
     for name in ("trials", "max_tokens"):
         _at_least(flag_of(grid, name), getattr(grid, name), 1)
     check_request(request)
+    knobs = request_knobs(request)
+    auth = request_auth(request)
+    thinking = is_thinking_run(RunSpec(lengths=(1,), depths=(0.0,), **knobs))
+    if grid.max_tokens is None and thinking:
+        grid = dataclasses.replace(grid, max_tokens=THINKING_MAX_TOKENS)
     grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
     assert grid.suites and grid.lengths and grid.depths  # filled by the defaults
     return RunSpec(
+        **knobs,
+        header_names=tuple(sorted(auth.headers)),
+        api_key_used=bool(auth.api_key),
         suites=parse_suites(_spec_text(grid.suites), tuple(sorted(suites.SUITES))),
         lengths=parse_lengths(_spec_text(grid.lengths)),
         depths=parse_depths(_spec_text(grid.depths)),
@@ -76,11 +122,29 @@ def build_spec(
     )
 
 
-def external_profile(base_url: str, model: str | None) -> Profile:
-    """The target for a running server given by base_url (BadInput for something that is not a URL)."""
-    if not re.match(r"https?://[^/\s]+", base_url):
-        raise BadInput(f"--base-url {base_url!r}: write a URL like http://127.0.0.1:30000")
-    return Profile(name="external", engine="external", base_url=base_url.rstrip("/"), served_model_name=model)
+def base_url_list(base_url: str | Sequence[str]) -> list[str]:
+    """--base-url values as URLs: repeated, or comma-separated (replicas of one model)."""
+    texts = [base_url] if isinstance(base_url, str) else list(base_url)
+    return [url.strip() for text in texts for url in text.split(",") if url.strip()]
+
+
+def external_profile(base_url: str | Sequence[str], model: str | None) -> Profile:
+    """The target for a running server (or its replicas) given by base_url (BadInput for something
+    that is not a URL)."""
+    urls = base_url_list(base_url)
+    for url in urls or [str(base_url)]:
+        if not re.match(r"https?://[^/\s]+", url):
+            raise BadInput(f"--base-url {url!r}: write a URL like http://127.0.0.1:30000")
+    urls = [url.rstrip("/") for url in urls]
+    if len(set(urls)) != len(urls):
+        raise BadInput(f"--base-url: {', '.join(urls)} names a replica twice")
+    return Profile(
+        name="external",
+        engine="external",
+        base_url=urls[0],
+        replica_base_urls=tuple(urls[1:]),
+        served_model_name=model,
+    )
 
 
 def build_profile(target: TargetOptions) -> Profile:
@@ -123,9 +187,11 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
     return RunStore.create(run, root)
 
 
-def execute(store: RunStore, profile: Profile, hooks: Hooks, render: bool = True) -> RunRecord:
+def execute(
+    store: RunStore, profile: Profile, hooks: Hooks, render: bool = True, auth: ServerAuth | None = None
+) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks)
+    run_recorded(store, profile, hooks, auth)
     if render:
         import reports
 
@@ -149,11 +215,12 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
+    auth = request_auth(options.request)
     if profile.engine == "external":  # fail before creating a run directory
-        check_reachable(profile)
+        check_reachable(profile, auth)
     store = _new_store(spec, profile, options.out)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
-    return execute(store, profile, hooks, render=options.render_report)
+    return execute(store, profile, hooks, render=options.render_report, auth=auth)
 
 
 def resume_options(options: SweepOptions) -> ResumeOptions:
@@ -164,6 +231,7 @@ def resume_options(options: SweepOptions) -> ResumeOptions:
     ]
     refused += ["--variant"] * (options.variant is not None) + ["--out"] * (options.out is not None)
     refused += ["--capture-indexer"] * options.capture_indexer
+    refused += [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
     if refused:
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
     return ResumeOptions(
@@ -174,13 +242,26 @@ def resume_options(options: SweepOptions) -> ResumeOptions:
     )
 
 
+_STORED_KNOBS = ("reasoning_effort", "chat_template_kwargs", "extra_body")
+
+
 def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
+    knobs = [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
+    if knobs:
+        raise BadInput(f"--resume keeps the run's own request knobs: drop {', '.join(knobs)}")
     store = RunStore.open(run_dir)
     profile = store.run.profile
     if profile is None:
         raise UserError(f"{run_dir}/run.json has no profile; it cannot be resumed")
     if options.base_url:
-        profile = profile.model_copy(update={"engine": "external", "base_url": options.base_url.rstrip("/")})
+        replicas = external_profile(options.base_url, profile.served_model_name)
+        profile = profile.model_copy(
+            update={
+                "engine": "external",
+                "base_url": replicas.base_url,
+                "replica_base_urls": replicas.replica_base_urls,
+            }
+        )
     elif options.port is not None:  # the port does not change results: a busy one may be swapped
         profile = profile.model_copy(update={"port": options.port})
     changes = {
@@ -207,6 +288,13 @@ def resume(
     hooks = hooks or Hooks()
     check_request(options.request)
     store, profile = _reopen(Path(run_dir), options)
+    auth = request_auth(options.request)
+    if store.run.spec.api_key_used and not auth.api_key:
+        hooks.note(
+            "this run sent an API key, which is never stored: give it again (--api-key or "
+            "RECALL_EVAL_API_KEY) if the server asks for one",
+            level="warning",
+        )
     if profile.engine == "external":
-        check_reachable(profile)
-    return execute(store, profile, hooks, render=options.render_report)
+        check_reachable(profile, auth)
+    return execute(store, profile, hooks, render=options.render_report, auth=auth)

@@ -26,7 +26,8 @@ def compare(
         list[str],
         typer.Argument(
             help="Variants: profile overrides (fp8, bf16, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768), "
-            "a profile name (dsv4-flash), or both (dsv4-flash:bf16,topk=1024). With --base-url: labels.",
+            "request knobs (effort=high, think=on, think=off), a profile name (dsv4-flash), or both "
+            "(dsv4-flash:bf16,topk=1024). With --base-url: labels (knob-only labels still apply their knobs).",
             show_default=False,
         ),
     ],
@@ -38,11 +39,21 @@ def compare(
     max_tokens: opt.MaxTokens = None,
     concurrency: opt.Concurrency = None,
     request_timeout: opt.RequestTimeout = None,
+    api_key: opt.ApiKey = None,
+    header: opt.Header = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    chat_template_kwargs: opt.ChatTemplateKwargs = None,
+    extra_body: opt.ExtraBody = None,
     profile: opt.ProfileName = None,
     profiles_file: opt.ProfilesFile = None,
     base_url: Annotated[
         list[str] | None,
-        typer.Option("--base-url", help="A running server per variant, in the variants' order (no launch)."),
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="A running server per variant, in the variants' order (no launch); replicas of one "
+            "variant's model comma-separated (URL1,URL2).",
+        ),
     ] = None,
     model: opt.Model = None,
     rerun: Annotated[
@@ -68,7 +79,15 @@ def compare(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
         ),
-        request=api.RequestOptions(concurrency=concurrency, request_timeout_s=request_timeout),
+        request=api.RequestOptions(
+            concurrency=concurrency,
+            request_timeout_s=request_timeout,
+            api_key=api_key,
+            headers=header,
+            reasoning_effort=reasoning_effort,
+            chat_template_kwargs=chat_template_kwargs,
+            extra_body=extra_body,
+        ),
         profile=profile,
         profiles_file=profiles_file,
         base_urls=base_url,

@@ -75,3 +75,22 @@ ModelPath = Annotated[str | None, flag(TargetOptions, "model_path", doc="profile
 Tp = Annotated[int | None, flag(TargetOptions, "tp", doc="profile override: tensor parallel size")]
 Port = Annotated[int | None, flag(TargetOptions, "port", doc="profile override: the launched server's port")]
 OpenReport = Annotated[bool, typer.Option("--open", help="Open the report in the browser.")]
+# How requests are sent: auth (never stored) and the request knobs (stored in the run spec).
+ApiKey = Annotated[str | None, flag(RequestOptions, "api_key", metavar="KEY")]
+Header = Annotated[
+    list[str] | None,
+    flag(
+        RequestOptions, "headers", doc="extra HTTP header 'Name: value' (repeatable)", metavar="'NAME: VALUE'"
+    ),
+]
+ReasoningEffort = Annotated[
+    str | None,
+    flag(
+        RequestOptions,
+        "reasoning_effort",
+        doc="reasoning effort sent with every request as reasoning_effort (low, medium, high)",
+        metavar="EFFORT",
+    ),
+]
+ChatTemplateKwargs = Annotated[str | None, flag(RequestOptions, "chat_template_kwargs", metavar="JSON")]
+ExtraBody = Annotated[str | None, flag(RequestOptions, "extra_body", metavar="JSON")]

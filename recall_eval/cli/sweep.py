@@ -31,7 +31,13 @@ def sweep(
     ] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run (its directory).")] = None,
     base_url: Annotated[
-        str | None, typer.Option("--base-url", help="A running server (OpenAI-compatible); no launch.")
+        list[str] | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="A running server (OpenAI-compatible); no launch. Repeat it (or separate with commas) for "
+            "replicas of one model: the cases are spread over them, --concurrency requests each.",
+        ),
     ] = None,
     model: opt.Model = None,
     profile: opt.ProfileName = None,
@@ -48,6 +54,11 @@ def sweep(
         typer.Option(help=f"Label of this run in reports and comparisons. (default: {DEFAULT_VARIANT})"),
     ] = None,
     request_timeout: opt.RequestTimeout = None,
+    api_key: opt.ApiKey = None,
+    header: opt.Header = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    chat_template_kwargs: opt.ChatTemplateKwargs = None,
+    extra_body: opt.ExtraBody = None,
     capture_indexer: Annotated[
         bool,
         typer.Option(
@@ -66,7 +77,15 @@ def sweep(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
         ),
-        request=api.RequestOptions(concurrency=concurrency, request_timeout_s=request_timeout),
+        request=api.RequestOptions(
+            concurrency=concurrency,
+            request_timeout_s=request_timeout,
+            api_key=api_key,
+            headers=header,
+            reasoning_effort=reasoning_effort,
+            chat_template_kwargs=chat_template_kwargs,
+            extra_body=extra_body,
+        ),
         target=api.TargetOptions(
             profile=profile,
             profiles_file=profiles_file,
