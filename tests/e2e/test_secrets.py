@@ -96,3 +96,47 @@ def test_missing_key_is_one_line_naming_the_fix(tmp_path):
     assert completed.returncode != 0
     assert len(lines) == 1 and "HTTP 401" in lines[0] and "--api-key" in lines[0], lines
     assert "RECALL_EVAL_API_KEY" in lines[0]
+
+
+def test_key_and_headers_given_on_the_command_line_are_used_never_written(tmp_path, monkeypatch):
+    """--api-key and --header against a server that demands the key: sweep, resume and compare use
+    them; no file under the runs directory, compare.json's command line included, holds either."""
+    server = ReferenceServer(tmp_path / "server.log", "--api-key", API_KEY)
+    home = tmp_path / "home"
+    auth = ["--api-key", API_KEY, "--header", f"X-Secret-Token: {HEADER_SECRET}"]
+    grid = ["--lengths", "400", "--depths", "50", "--trials", "1"]
+    monkeypatch.setenv("RECALL_EVAL_HOME", str(home))
+    try:
+        swept = run_cli("sweep", "--base-url", server.base_url, *grid, *auth)
+        assert swept.returncode == 0, swept.stderr
+        (run_dir,) = [p for p in home.iterdir() if p.is_dir()]
+        run, results = load_run(run_dir)
+        assert run.spec.api_key_used and run.spec.header_names == ("X-Secret-Token",)
+        assert results[0].completion is not None  # a live answer: the key was accepted
+
+        # a resume without the key is refused by the server in one line; with it, it goes through
+        store = RunStore.open(run_dir)
+        store.write_run(store.run.model_copy(update={"status": "interrupted"}))
+        refused = run_cli("sweep", "--resume", str(run_dir))
+        assert refused.returncode != 0 and "--api-key" in error_lines(refused)[-1]
+        resumed = run_cli("sweep", "--resume", str(run_dir), *auth)
+        assert resumed.returncode == 0, resumed.stderr
+
+        compared = run_cli(
+            "compare",
+            "a",
+            "b",
+            "--base-url",
+            server.base_url,
+            "--base-url",
+            server.base_url,
+            *grid,
+            *auth,
+        )
+        assert compared.returncode == 0, compared.stderr
+        console = "".join(c.stdout + c.stderr for c in (swept, refused, resumed, compared))
+    finally:
+        server.stop()
+    (compare_dir,) = home.glob("compare-*")
+    assert "X-Secret-Token" in (compare_dir / "compare.json").read_text()  # the command line is kept...
+    assert leaks(home, console) == []  # ...with the key and the header value masked
