@@ -121,9 +121,13 @@ def check_profile(profile: Profile, where: str) -> None:
     if profile.engine == "external" and not profile.base_url:
         raise BadInput(f"{where}: engine 'external' needs base_url (e.g. http://127.0.0.1:30000)")
     if profile.pd:
-        if profile.engine != "sglang":
-            raise BadInput(f"{where}: PD parts need engine 'sglang', not {profile.engine!r}")
         roles = [part.role for part in profile.pd]
+        workers_only = set(roles) <= {"worker", "router"}
+        if profile.engine != "sglang" and not (profile.engine == "reference" and workers_only):
+            raise BadInput(
+                f"{where}: PD parts need engine 'sglang' (the reference engine takes worker parts only), "
+                f"not {profile.engine!r}"
+            )
         pd_shape = "prefill" in roles and "decode" in roles and "worker" not in roles
         dp_shape = "worker" in roles and "prefill" not in roles and "decode" not in roles
         if roles.count("router") != 1 or not (pd_shape or dp_shape):

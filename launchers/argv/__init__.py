@@ -7,7 +7,7 @@ command line is testable without a GPU (tests parse them with SGLang's own parse
 from __future__ import annotations
 
 from launchers.argv.precision import BF16_INDEX_K_ENV, BF16_PATCH_DIR
-from launchers.argv.reference import reference_spec
+from launchers.argv.reference import reference_spec, reference_worker_specs
 from launchers.argv.router import router_spec
 from launchers.argv.sglang import pd_server_specs, single_server_spec
 from launchers.argv.spec import LaunchSpec
@@ -23,6 +23,8 @@ def build_command(profile: Profile) -> list[LaunchSpec]:
     if profile.engine == "external":
         return []
     if profile.engine == "reference":
+        if profile.pd:  # data-parallel reference workers behind sglang_router
+            return [*reference_worker_specs(profile), router_spec(profile)]
         return [reference_spec(profile)]
     if profile.pd:
         return [*pd_server_specs(profile), router_spec(profile)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -22,8 +23,10 @@ def _refuse_unsupported(profile: Profile) -> None:
         raise BadInput(f"{where}: the reference engine stores index keys in fp8 or bf16, not fp4")
     if profile.tp != 1:
         raise BadInput(f"{where}: the reference engine runs in one process; tp must be 1, got {profile.tp}")
-    if profile.pd:
-        raise BadInput(f"{where}: PD disaggregation needs engine 'sglang'")
+    if {part.role for part in profile.pd} - {"worker", "router"}:
+        raise BadInput(
+            f"{where}: PD disaggregation needs engine 'sglang' (the reference engine takes workers)"
+        )
     unsupported = [
         name
         for name in ("page_size", "dsa_prefill_backend", "dsa_decode_backend")
@@ -39,6 +42,25 @@ def _env(profile: Profile) -> dict[str, str]:
     own = profile.env.get("PYTHONPATH")
     pythonpath = os.pathsep.join([own, str(PROJECT_ROOT)]) if own else str(PROJECT_ROOT)
     return {**profile.env, "PYTHONPATH": pythonpath}
+
+
+def reference_worker_specs(profile: Profile) -> list[LaunchSpec]:
+    """The data-parallel workers of a reference profile with worker parts (the router is router.py's)."""
+    workers = [part for part in profile.pd if part.role == "worker"]
+    specs = []
+    for index, part in enumerate(workers, start=1):
+        own = profile.model_copy(
+            update={
+                "port": part.port,
+                "pd": (),
+                "extra_args": (*profile.extra_args, *part.extra_args),
+                "env": {**profile.env, **part.env},
+            }
+        )
+        spec = reference_spec(own)
+        name = "worker" if len(workers) == 1 else f"worker-{index}"
+        specs.append(dataclasses.replace(spec, role="worker", name=name, is_endpoint=False))
+    return specs
 
 
 def reference_spec(profile: Profile) -> LaunchSpec:
