@@ -5,7 +5,7 @@
     run.recall, run.path, run.results                                    # a RunRecord
     same = api.load_run(run.path)
 
-Functions: sweep, resume, compare, load_run, runs, compares. Options are typed (SweepOptions, CompareOptions,
+Functions: sweep, resume, compare, load_run, runs, compares, render_report. Options are typed (SweepOptions, CompareOptions,
 ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions); every field defaults to None
 (unset), and the defaults live once in recall_eval.api.options. Progress and notes go to a Hooks
 object (default: the `recall_eval` logger).
@@ -21,7 +21,7 @@ from recall_eval.api.options import (
     SweepOptions,
     TargetOptions,
 )
-from recall_eval.api.reading import CompareEntry, compares, load_run, runs
+from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
 from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
 from recall_eval.api.sweeping import resume, sweep
 
@@ -42,6 +42,7 @@ __all__ = [
     "compare",
     "compares",
     "load_run",
+    "render_report",
     "resume",
     "runs",
     "sweep",

@@ -123,9 +123,15 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
     return RunStore.create(run, root)
 
 
-def execute(store: RunStore, profile: Profile, hooks: Hooks, render: bool = True) -> RunRecord:
+def execute(
+    store: RunStore,
+    profile: Profile,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    render: bool = True,
+) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks)
+    run_recorded(store, profile, hooks, request)
     if render:
         import reports
 
@@ -150,10 +156,10 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     if profile.engine == "external":  # fail before creating a run directory
-        check_reachable(profile)
+        check_reachable(profile, options.request)
     store = _new_store(spec, profile, options.out)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
-    return execute(store, profile, hooks, render=options.render_report)
+    return execute(store, profile, hooks, options.request, render=options.render_report)
 
 
 def resume_options(options: SweepOptions) -> ResumeOptions:
@@ -208,5 +214,5 @@ def resume(
     check_request(options.request)
     store, profile = _reopen(Path(run_dir), options)
     if profile.engine == "external":
-        check_reachable(profile)
-    return execute(store, profile, hooks, render=options.render_report)
+        check_reachable(profile, options.request)
+    return execute(store, profile, hooks, options.request, render=options.render_report)

@@ -35,11 +35,5 @@ def summary_line(results: list[Result]) -> str:
     return " · ".join(part for part in (head, live, infra, unfit) if part)
 
 
-def render_report(run_dir: Path) -> Path:
-    import reports
-
-    return reports.render_report(run_dir)
-
-
 def open_in_browser(path: Path) -> None:
     webbrowser.open(path.resolve().as_uri())

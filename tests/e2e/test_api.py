@@ -125,6 +125,8 @@ def test_compare_two_labels_of_one_running_server_then_reuse(server: ReferenceSe
     second = api.compare(["a", "b"], base_urls=urls, lengths="600", depths="50", trials=1, max_tokens=16)
     assert all(run.reused for run in second.runs) and second.path == first.path
     assert [run.run_id for run in second.runs] == [run.run_id for run in first.runs]
+    assert api.render_report(first.path) == first.report  # a compare directory re-renders from disk
+    assert api.render_report(first.runs[0].path) == first.runs[0].path / "report.html"
     [listed] = api.compares()
     assert listed.path == first.path and listed.labels == ("a", "b") and listed.report == first.report
     assert listed.run_dirs == (first.runs[0].path.resolve(), first.runs[0].path.resolve())
