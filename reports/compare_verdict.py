@@ -94,11 +94,18 @@ def _details(pair: PairFrame) -> list[str]:
             continue
         text = f"{METRIC_WORDS[name]} {format_pct(change)}"
         case = pair.speed_changes.get(name)
+        notes = []
         if case is not None and case.ci_low_pct is not None and case.ci_high_pct is not None:
-            text += f" (per case {format_pct(case.ci_low_pct)} to {format_pct(case.ci_high_pct)}, 95% CI"
-            if case.p_value is not None:
-                text += f", interleaved sign test {format_p(case.p_value)}"
-            text += ")"
+            if case.ci_low_pct == case.ci_high_pct:
+                notes.append(f"{format_pct(case.ci_low_pct)} on every timed case")
+            else:
+                low, high = format_pct(case.ci_low_pct), format_pct(case.ci_high_pct)
+                notes.append(f"per-case median 95% CI {low} to {high}")
+        if case is not None and case.p_value is not None:
+            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
+            notes.append(f"{significant}sign test {format_p(case.p_value)}")
+        if notes:
+            text += f" ({'; '.join(notes)})"
         speeds.append(text)
     if speeds:
         order = (

@@ -66,7 +66,7 @@ def test_summary_leaves_infrastructure_out_of_recall() -> None:
 def test_summary_of_only_infrastructure_has_no_recall() -> None:
     summary = frames.summarize([make("crash"), make("timeout", trial=1)])
     assert summary.recall is None
-    assert (summary.ci_low, summary.ci_high) == (0.0, 1.0)
+    assert (summary.ci_low, summary.ci_high) == (None, None)  # nothing answered: no interval
     assert summary.effective_length is None
 
 
@@ -146,7 +146,7 @@ def test_failures_in_grid_order_without_passes() -> None:
         make("miss", 1000, 50, 1),
         make("miss", 1000, 50, 0),
     ]
-    got = [(r.target_tokens, r.depth_percent, r.trial, r.outcome) for r in frames.failures(results)]
+    got = [(r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"]) for r in frames.failures(results)]
     assert got == [(1000, 50.0, 0, "miss"), (1000, 50.0, 1, "miss"), (2000, 0.0, 0, "oom")]
 
 
