@@ -190,7 +190,7 @@ def variant_frame(
         run_dir=variant.run_dir,
         status=variant.run.status,
         profile_summary=_profile_summary(variant.run),
-        summary=frames.summarize(frame),
+        summary=frames.summarize(frame, planned=suites),
         suite_summaries={suite: frames.summarize(frame[frame["suite"] == suite]) for suite in suites},
         grids={suite: frames.suite_grid(frame, suite, lengths, depths) for suite in suites},
         lengths={row.target_tokens: row for row in frames.length_frames(frame)},
@@ -282,8 +282,12 @@ class PairFrame:
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
 
 
-def _tests_by(a: pd.DataFrame, b: pd.DataFrame, column: str) -> dict[Any, PairedTest]:
-    keys = sorted(set(a[column]) | set(b[column]))
+def _tests_by(
+    a: pd.DataFrame, b: pd.DataFrame, column: str, order: list[Any] | None = None
+) -> dict[Any, PairedTest]:
+    """Paired tests per value of column, in the given order (else sorted), for values present in a or b."""
+    present = set(a[column]) | set(b[column])
+    keys = [key for key in order if key in present] if order is not None else sorted(present)
     return {_plain(key): paired_test(a[a[column] == key], b[b[column] == key]) for key in keys}
 
 
@@ -300,7 +304,7 @@ def pair_frame(
         a=a,
         b=b,
         overall=paired_test(a_run.frame, b_run.frame),
-        by_suite=_tests_by(a_run.frame, b_run.frame, "suite"),
+        by_suite=_tests_by(a_run.frame, b_run.frame, "suite", list(a.grids)),
         by_length=_tests_by(a_run.frame, b_run.frame, "target_tokens"),
         diff_grids={suite: diff_grid(a.grids[suite], b.grids[suite]) for suite in a.grids},
         throughput_change={

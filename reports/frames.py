@@ -150,12 +150,16 @@ def recall_by_length(data: ResultsLike) -> dict[int, float | None]:
     return {int(length): _none(value) for length, value in table["recall"].items()}
 
 
-def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL) -> Summary:
+def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: Iterable[str] = ()) -> Summary:
+    """Headline numbers; per-suite effective lengths in the order of suites_in(data, planned)."""
     frame = as_frame(data)
     overall = recall_table(frame).iloc[0]
     by_suite = {
-        str(suite): effective_length(recall_table(part, ["target_tokens"])["recall"], threshold)
-        for suite, part in frame.groupby("suite", sort=False)
+        suite: effective_length(
+            recall_table(frame[frame["suite"] == suite], ["target_tokens"])["recall"], threshold
+        )
+        for suite in suites_in(frame, planned)
+        if (frame["suite"] == suite).any()
     }
     return Summary(
         cases=int(overall["cases"]),

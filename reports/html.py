@@ -159,7 +159,7 @@ def render_html(
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
-        summary=frames.summarize(frame),
+        summary=frames.summarize(frame, planned=run.spec.suites),
         suites=suites,
         lengths=frames.length_frames(frame),
         failures=frames.failures(frame),

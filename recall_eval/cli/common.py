@@ -7,16 +7,16 @@ import re
 import shlex
 import time
 import webbrowser
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from recall_eval import summary
 from recall_eval.errors import BadInput
-from recall_eval.stats import recall_counts, wilson_interval
+from recall_eval.frame import frame_of
 from recall_eval.store import RunStore
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Profile, Result
+from recall_eval.types import Profile, Result
 
 # Profile fields a command-line option overrides (sweep, serve; None: not given), and the option's
 # parameter name where it differs from the field's.
@@ -66,22 +66,9 @@ def versions(server_version: str | None = None) -> dict[str, str]:
     return found
 
 
-def outcome_counts(results: Iterable[Result]) -> Counter[str]:
-    return Counter(result.outcome for result in results)
-
-
 def summary_line(results: list[Result]) -> str:
-    """e.g. 'recall 0.95 [0.88-0.98] (76/80 answered) · pass 76, miss 4 · too_long 2'."""
-    passes, answered = recall_counts(results)
-    counts = outcome_counts(results)
-    if answered:
-        low, high = wilson_interval(passes, answered)
-        head = f"recall {passes / answered:.2f} [{low:.2f}-{high:.2f}] ({passes}/{answered} answered)"
-    else:
-        head = "recall n/a (no answer from a live model)"
-    live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts[name])
-    infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts[name])
-    return " · ".join(part for part in (head, live, infra) if part)
+    """The console summary of results (recall_eval.summary.summary_line)."""
+    return summary.summary_line(frame_of([(None, results)]))
 
 
 def render_report(run_dir: Path) -> Path:

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from recall_eval.cli.app import app
-from recall_eval.stats import recall_counts
+from recall_eval.frame import frame_of
+from recall_eval.stats import recall_table
 from recall_eval.store import RunStore, list_runs, runs_home
 
 
@@ -27,8 +28,9 @@ def _row(store: RunStore) -> list[str]:
     results = store.results()
     total = len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
     done = len({result.case_id for result in results})
-    passes, answered = recall_counts(results)
-    recall = f"{passes / answered:.2f} ({passes}/{answered})" if answered else "-"
+    overall = recall_table(frame_of([(run, results)])).iloc[0]
+    passes, answered = int(overall["passes"]), int(overall["answered"])
+    recall = f"{100 * overall['recall']:.1f}% ({passes}/{answered})" if answered else "-"
     created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
     return [
         run.run_id,

@@ -152,7 +152,9 @@ def test_sequential_runs_get_an_interval_over_cases_and_no_p_value() -> None:
     assert decode.p_value is None
     changes = np.array([(ga / gb - 1) * 100 for ga, gb in zip(a_gaps, b_gaps, strict=True)])
     assert decode.median_change_pct == pytest.approx(float(np.median(changes)))
-    want = bootstrap((changes,), np.median, n_resamples=2000, method="percentile", rng=np.random.default_rng(0))
+    want = bootstrap(
+        (changes,), np.median, n_resamples=2000, method="percentile", rng=np.random.default_rng(0)
+    )
     ci = want.confidence_interval
     assert (decode.ci_low_pct, decode.ci_high_pct) == pytest.approx((ci.low, ci.high))
     assert decode.ci_low_pct <= decode.median_change_pct <= decode.ci_high_pct

@@ -146,7 +146,9 @@ def test_failures_in_grid_order_without_passes() -> None:
         make("miss", 1000, 50, 1),
         make("miss", 1000, 50, 0),
     ]
-    got = [(r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"]) for r in frames.failures(results)]
+    got = [
+        (r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"]) for r in frames.failures(results)
+    ]
     assert got == [(1000, 50.0, 0, "miss"), (1000, 50.0, 1, "miss"), (2000, 0.0, 0, "oom")]
 
 
