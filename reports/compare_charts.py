@@ -86,9 +86,7 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
             note = f"{_counts(cell_a)} → {_counts(cell_b)}"
             ax.text(x, y + 0.22, note, ha="center", va="center", fontsize=font * 0.72, color=colour)
     scale = ScalarMappable(norm=DIFF_NORM, cmap=DIFF_CMAP)
-    colourbar = finish_grid_axes(
-        fig, ax, diff.lengths, diff.depths, title, scale, "recall difference B − A (percentage points)"
-    )
+    colourbar = finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, "B − A, percentage points")
     colourbar.set_ticks([-1.0, -0.5, 0.0, 0.5, 1.0], labels=["−100", "−50", "0", "+50", "+100"])
     legend = [
         Patch(facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="no answer on one side (infra)")
@@ -98,10 +96,10 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
 
 
 def length_recall_png(variants: list[VariantFrame], lengths: list[int]) -> bytes:
-    """Recall per length, one line per variant, its 95% Wilson interval as a light band (log length axis).
+    """Recall per length, one line per variant, its 95% Wilson interval as a light bar (log length axis).
 
-    Bands instead of whiskers: with a few cases per length the intervals are wide and whiskers would hide the
-    lines. Variants are drawn apart (small offsets, distinct markers, the baseline hollow) so that equal
+    With a few cases per length the intervals are wide: they are drawn light and thin so that they do not
+    hide the lines. Variants are drawn apart (small offsets, distinct markers, the baseline hollow) so that equal
     recall does not hide one series under another; markers at recall 1.0 stay clear of the top edge.
     """
     fig = Figure(figsize=(7.2, 3.4), dpi=110, layout="constrained")
@@ -117,8 +115,9 @@ def length_recall_png(variants: list[VariantFrame], lengths: list[int]) -> bytes
         xs = [row.target_tokens * offset for row in rows]
         ys = [row.recall for row in rows]
         colour = VARIANT_COLOURS[index % len(VARIANT_COLOURS)]
-        ax.fill_between(xs, [row.ci_low for row in rows], [row.ci_high for row in rows], color=colour,
-                        alpha=0.10, linewidth=0)  # fmt: skip
+        # Intervals as thin, light whiskers: the points and lines carry the reading, not the bars.
+        ax.vlines(xs, [row.ci_low for row in rows], [row.ci_high for row in rows], color=colour, alpha=0.35,
+                  linewidth=2.5, zorder=2)  # fmt: skip
         ax.plot(xs, ys, color=colour, linewidth=1.6, linestyle="--" if index == 0 else "-",
                 marker=MARKERS[index % len(MARKERS)], markersize=6,
                 markerfacecolor="white" if index == 0 else colour, markeredgewidth=1.4,
@@ -128,7 +127,7 @@ def length_recall_png(variants: list[VariantFrame], lengths: list[int]) -> bytes
     ax.minorticks_off()
     if lengths:
         ax.set_xlim(min(lengths) / 1.15, max(lengths) * 1.15)
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylim(-0.04, 1.06)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
     ax.set_ylabel("recall")
     ax.set_xlabel("context length (tokens)")
