@@ -43,6 +43,7 @@ class CellFrame:
     target_tokens: int
     depth_percent: float
     outcomes: dict[Outcome, int]  # every outcome of ALL_OUTCOMES, zero where absent
+    recall: float | None = None  # passes / answered (stats.recall_table); None when nothing was answered
 
     @property
     def total(self) -> int:
@@ -59,11 +60,6 @@ class CellFrame:
     @property
     def infra(self) -> int:
         return sum(self.outcomes[o] for o in INFRA_OUTCOMES)
-
-    @property
-    def recall(self) -> float | None:
-        """Passes over answered cases; None when nothing was answered (stats.recall_table's rule)."""
-        return self.passes / self.answered if self.answered else None
 
     @property
     def infra_outcomes(self) -> tuple[Outcome, ...]:
@@ -190,6 +186,7 @@ def suite_grid(
     all_depths = tuple(sorted(set(depths) | {float(d) for d in mine["depth_percent"]}))
     counts = mine.groupby(["target_tokens", "depth_percent", "outcome"]).size()
     stored = counts.unstack("outcome", fill_value=0) if len(counts) else pd.DataFrame()
+    recall = recall_table(mine, ["target_tokens", "depth_percent"])["recall"] if len(mine) else pd.Series()
     rows = []
     for depth in all_depths:
         row: list[CellFrame | None] = []
@@ -199,7 +196,7 @@ def suite_grid(
                 continue
             here = stored.loc[(length, depth)]
             outcomes = {o: int(here.get(o, 0)) for o in ALL_OUTCOMES}
-            row.append(CellFrame(suite, length, depth, outcomes))
+            row.append(CellFrame(suite, length, depth, outcomes, _none(recall.loc[(length, depth)])))
         rows.append(tuple(row))
     return SuiteGrid(suite=suite, lengths=all_lengths, depths=all_depths, cells=tuple(rows))
 
