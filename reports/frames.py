@@ -214,8 +214,9 @@ def length_frames(data: ResultsLike) -> list[LengthFrame]:
         return []
     recall = recall_table(frame, ["target_tokens"])
     grouped = frame.groupby("target_tokens")
-    medians = grouped[["prompt_tokens", "ttft_s", "prefill_tps", "decode_tps"]].median()
-    ttft_p95 = grouped["ttft_s"].quantile(0.95)
+    columns = ["prompt_tokens", "ttft_s", "prefill_tps", "decode_tps"]
+    medians = grouped[columns].agg(lambda values: percentile(values.astype(float), 50))
+    ttft_p95 = grouped["ttft_s"].agg(lambda values: percentile(values, 95))
     timed = grouped["ttft_s"].count()
     return [
         LengthFrame(
@@ -255,8 +256,3 @@ def tokenizers_used(data: ResultsLike) -> dict[str, int]:
     """Which tokenizer measured the prompts, with how many cases each (missing -> 'unknown')."""
     counts = as_frame(data)["tokenizer"].fillna("unknown").value_counts()
     return {str(name): int(n) for name, n in sorted(counts.items())}
-
-
-def median(values: pd.Series) -> float | None:
-    """Median of the measured values (NaN left out); None when nothing was measured."""
-    return percentile(values, 50)
