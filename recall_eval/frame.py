@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
 
@@ -30,7 +31,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "engine": "reference, sglang or external",
     "index_k_dtype": "index-key precision the profile asked for (fp8, bf16, fp4)",
     "index_topk": "index_topk the profile asked for (empty: the server's default)",
-    "endpoint": "base URL the requests went to (empty for a launched server on a picked port)",
+    "endpoint": "base URL the requests went to (credentials and query left out)",
     "interleaved": "the run's requests were interleaved with another variant's on live servers",
     "case_id": "stable id of the case: same id = same prompt across runs (pairs in compare)",
     "suite": "needle, config, multiturn",
@@ -71,7 +72,7 @@ RUN_COLUMNS: dict[str, str] = {
     "engine": "reference, sglang or external",
     "index_k_dtype": "index-key precision the profile asked for",
     "index_topk": "index_topk the profile asked for",
-    "endpoint": "base URL of a running server (--base-url)",
+    "endpoint": "base URL the requests went to",
     "interleaved": "requests interleaved with another variant's on live servers",
     "suites": "suites, comma-separated",
     "lengths": "planned lengths, comma-separated",
@@ -98,9 +99,20 @@ def _run_fields(run: Run | None) -> dict[str, Any]:
         "engine": profile.engine if profile else None,
         "index_k_dtype": profile.index_k_dtype if profile else None,
         "index_topk": profile.index_topk if profile else None,
-        "endpoint": profile.base_url if profile else None,
+        "endpoint": _endpoint(run),
         "interleaved": run.interleaved,
     }
+
+
+def _endpoint(run: Run) -> str | None:
+    """The server's base URL: the profile's (--base-url), else the one the run recorded; no credentials."""
+    url = (run.profile.base_url if run.profile else None) or run.server_info.get("base_url")
+    if not isinstance(url, str) or not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")).rstrip("/")
 
 
 def result_row(run: Run | None, result: Result) -> dict[str, Any]:

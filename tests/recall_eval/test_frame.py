@@ -13,7 +13,7 @@ import pytest
 from recall_eval.errors import UserError
 from recall_eval.frame import RESULT_COLUMNS, RUN_COLUMNS, export_frame, results_frame, runs_frame
 from recall_eval.store import RESULTS_FILE
-from recall_eval.types import Completion
+from recall_eval.types import Completion, Profile
 from reports.compare_report import CompareManifest, CompareVariant, relative_run_dir, write_compare
 from tests.e2e.cli import run_cli
 from tests.reports.compare_builders import paired_results, result, run_of, store_run
@@ -60,8 +60,8 @@ def test_decode_rate_counts_measured_gaps_not_the_end_token() -> None:
 def test_readme_documents_every_column() -> None:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## Results as data") :]
-    documented = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
-    assert documented == list(RESULT_COLUMNS) + list(RUN_COLUMNS)
+    documented = re.findall(r"^\| `([a-z_]+)` \| (.*) \|$", section, flags=re.MULTILINE)
+    assert documented == list(RESULT_COLUMNS.items()) + list(RUN_COLUMNS.items())
 
 
 def _compare_dir(root: Path) -> Path:
@@ -75,6 +75,18 @@ def _compare_dir(root: Path) -> Path:
     )
     write_compare(compare_dir, CompareManifest(compare_id="x", created_at=0.0, variants=variants))
     return compare_dir
+
+
+def test_endpoint_never_carries_credentials(tmp_path: Path) -> None:
+    run = run_of("v", (1000,)).model_copy(
+        update={
+            "profile": Profile(
+                name="external", engine="external", base_url="https://u:pw@h.example:8443/v1?key=k"
+            )
+        }
+    )
+    frame = results_frame(store_run(tmp_path, run, [result("c1", "pass", 1000)]))
+    assert frame["endpoint"].tolist() == ["https://h.example:8443/v1"]
 
 
 def test_compare_directories_expand_to_their_runs(tmp_path: Path) -> None:
