@@ -38,7 +38,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "target_tokens": "requested prompt length in the server's tokens",
     "depth_percent": "requested position of the fact, 0 = start, 100 = end",
     "trial": "index of the independent case within one (length, depth) cell",
-    "outcome": "pass, miss, empty, truncated, too_long, oom, crash, timeout, error",
+    "outcome": "pass, miss, empty, truncated, too_long, oom, crash, timeout, error, not_applicable",
     "counted": "True for answers from a live model (pass, miss, empty, truncated): counted in recall",
     "passed": "outcome == pass",
     "answer": "the model's answer text (untrusted)",

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest, bootstrap
 
+from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
+
 CONFIDENCE = 0.95  # every interval in the reports is a 95% interval
 EFFECTIVE_RECALL = 0.9  # a length "holds" at this recall or above (effective length)
 BOOTSTRAP_RESAMPLES = 2000
@@ -37,17 +39,19 @@ def recall_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
 
     recall = passes / answered, where answered counts only outcomes from a live model (the frame's
     `counted` column: pass, miss, empty, truncated). Infrastructure outcomes (too_long, oom, crash,
-    timeout, error) are counted in `infra` and never enter recall. Columns: cases, answered, passes,
-    infra, recall (NaN where nothing was answered), ci_low, ci_high (95% Wilson; NaN likewise).
+    timeout, error) are counted in `infra`, cells the suite cannot build in `not_applicable`; neither
+    enters recall. Columns: cases, answered, passes, infra, not_applicable, recall (NaN where nothing was
+    answered), ci_low, ci_high (95% Wilson; NaN likewise).
     With no `by`, one row (index 0) for the whole frame.
     """
     parts = frame.assign(
         cases=1,
         answered=frame["counted"].astype(int),
         passes=frame["passed"].astype(int),
-        infra=(~frame["counted"]).astype(int),
+        infra=frame["outcome"].isin(INFRA_OUTCOMES).astype(int),
+        not_applicable=frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES).astype(int),
     )
-    columns = ["cases", "answered", "passes", "infra"]
+    columns = ["cases", "answered", "passes", "infra", "not_applicable"]
     if by:
         table = parts.groupby(list(by), sort=True)[columns].sum()
     else:
@@ -75,6 +79,17 @@ def effective_length(
     holding = (series >= threshold).cumprod().astype(bool)  # NaN >= t is False
     good = series.index[holding.to_numpy()]
     return int(good[-1]) if len(good) else None
+
+
+def effective_length_of(frame: pd.DataFrame, threshold: float = EFFECTIVE_RECALL) -> int | None:
+    """Effective length of the cases in a results frame (one suite, or several: then it is pooled).
+
+    Lengths where every case was not applicable are left out: nothing was measured there.
+    """
+    measured = frame[~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)]
+    if measured.empty:
+        return None
+    return effective_length(recall_table(measured, ["target_tokens"])["recall"], threshold)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from recall_eval.frame import frame_of
 from recall_eval.stats import mcnemar_exact, median_change_ci, percentile, sign_test
-from recall_eval.types import Result, Run
+from recall_eval.types import NOT_APPLICABLE_OUTCOMES, Result, Run
 from reports import frames
 
 
@@ -208,7 +208,8 @@ class PairedTest:
     both_fail: int
     lost: int  # pass under A, not under B (pass -> miss)
     gained: int  # not under A, pass under B (miss -> pass)
-    excluded_infra: int  # pairs where either side is an infrastructure outcome: not in the test
+    # pairs where either side is an infrastructure outcome (or only one side not applicable): not in the test
+    excluded_infra: int
     unpaired: int  # cases stored under only one of the two runs
     p_value: float
 
@@ -220,6 +221,10 @@ class PairedTest:
 def paired_test(a: frames.ResultsLike, b: frames.ResultsLike) -> PairedTest:
     a_frame, b_frame = frames.as_frame(a), frames.as_frame(b)
     both = matched(a_frame, b_frame)
+    # a cell neither side could build: nothing to compare, nothing to flag
+    both = both[
+        ~(both["outcome_a"].isin(NOT_APPLICABLE_OUTCOMES) & both["outcome_b"].isin(NOT_APPLICABLE_OUTCOMES))
+    ]
     live = both[both["counted_a"] & both["counted_b"]]
     table = pd.crosstab(live["passed_a"], live["passed_b"]).reindex(
         index=[True, False], columns=[True, False], fill_value=0

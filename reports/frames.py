@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 from recall_eval.frame import frame_of
-from recall_eval.stats import EFFECTIVE_RECALL, effective_length, percentile, recall_table
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
+from recall_eval.stats import EFFECTIVE_RECALL, effective_length_of, percentile, recall_table
+from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
 
-ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES
+ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES + NOT_APPLICABLE_OUTCOMES
 ResultsLike = pd.DataFrame | Sequence[Result]
 
 
@@ -60,6 +60,10 @@ class CellFrame:
     @property
     def infra(self) -> int:
         return sum(self.outcomes[o] for o in INFRA_OUTCOMES)
+
+    @property
+    def not_applicable(self) -> int:
+        return self.outcomes["not_applicable"]
 
     @property
     def infra_outcomes(self) -> tuple[Outcome, ...]:
@@ -118,6 +122,10 @@ class Summary:
         return sum(self.outcomes[o] for o in INFRA_OUTCOMES)
 
     @property
+    def not_applicable(self) -> int:
+        return self.outcomes.get("not_applicable", 0)
+
+    @property
     def pooled(self) -> bool:
         """True when effective_length pools several suites."""
         return len(self.suite_effective_lengths) > 1
@@ -141,8 +149,10 @@ def count_outcomes(data: ResultsLike) -> dict[Outcome, int]:
 
 
 def recall_by_length(data: ResultsLike) -> dict[int, float | None]:
-    """Recall per target length over answered cases; None where a length has no answered case."""
-    table = recall_table(as_frame(data), ["target_tokens"])
+    """Recall per target length over answered cases; None where a length has no answered case.
+    Lengths where every case was not applicable are left out (nothing was measured there)."""
+    frame = as_frame(data)
+    table = recall_table(frame[~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)], ["target_tokens"])
     return {int(length): _none(value) for length, value in table["recall"].items()}
 
 
@@ -151,9 +161,7 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
     frame = as_frame(data)
     overall = recall_table(frame).iloc[0]
     by_suite = {
-        suite: effective_length(
-            recall_table(frame[frame["suite"] == suite], ["target_tokens"])["recall"], threshold
-        )
+        suite: effective_length_of(frame[frame["suite"] == suite], threshold)
         for suite in suites_in(frame, planned)
         if (frame["suite"] == suite).any()
     }
@@ -164,9 +172,7 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
         recall=_none(overall["recall"]),
         ci_low=_none(overall["ci_low"]),
         ci_high=_none(overall["ci_high"]),
-        effective_length=effective_length(recall_table(frame, ["target_tokens"])["recall"], threshold)
-        if len(frame)
-        else None,
+        effective_length=effective_length_of(frame, threshold),
         threshold=threshold,
         outcomes=count_outcomes(frame),
         suite_effective_lengths=by_suite,
@@ -239,9 +245,10 @@ def length_frames(data: ResultsLike) -> list[LengthFrame]:
 
 
 def failures(data: ResultsLike) -> list[dict[str, Any]]:
-    """Every case that did not pass, in grid order (suite, length, depth, trial), as plain dicts."""
+    """Every case that did not pass, in grid order (suite, length, depth, trial), as plain dicts;
+    not-applicable cells are not failures (the heatmap shows them as N/A)."""
     frame = as_frame(data)
-    failed = frame[~frame["passed"]].sort_values(
+    failed = frame[~frame["passed"] & ~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)].sort_values(
         ["suite", "target_tokens", "depth_percent", "trial", "case_id"]
     )
     rows = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recall_eval.cli.compare import PlannedVariant, compare_id, matching_runs, plan_variants
+from recall_eval.api.comparing import PlannedVariant, compare_id, matching_runs, plan_variants
 from recall_eval.errors import BadInput
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec, RunStatus

@@ -39,6 +39,8 @@ def _outcome(rng: random.Random, variant: str, suite: str, length: int) -> Outco
     }
     rate = pass_rate[variant][length] - (0.1 if suite == "config" and length > 1000 else 0.0)
     roll = rng.random()
+    if suite == "config" and length == 1000 and roll < 0.3:
+        return "not_applicable"  # the suite's smallest prompt is longer: never sent
     if length == 8000 and roll < 0.15:
         return rng.choice(["oom", "too_long", "timeout"])
     return "pass" if rng.random() < rate else rng.choice(["miss", "miss", "empty", "truncated"])
@@ -69,7 +71,8 @@ def _store(root: Path, variant: str, seed: int) -> Path:
                                                 completion_tokens=tokens, ttft_s=ttft, itl_s=gaps,
                                                 latency_s=ttft + sum(gaps))  # fmt: skip
                     store.append_result(
-                        Result(case_id=f"{suite}-{length}-{depth:g}-{trial}", suite=suite, variant=variant,
+                        Result(case_id=f"{suite}-{length}-{depth:g}-{trial}",
+                               suite=suite, variant=variant,
                                outcome=outcome, answer="x", expected=("KEY-1",), target_tokens=length,
                                depth_percent=depth, trial=trial, prompt_tokens=length, completion=completion,
                                error=None if outcome in LIVE else "infra", started_at=0.0, finished_at=1.0)
@@ -127,7 +130,7 @@ def recall_of(df: pd.DataFrame) -> dict:
         "cases": len(df),
         "answered": answered,
         "passes": passes,
-        "infra": len(df) - answered,
+        "infra": int(df["outcome"].isin(["too_long", "oom", "crash", "timeout", "error"]).sum()),
         "recall": passes / answered if answered else None,
         "ci": wilson(passes, answered),
     }
@@ -135,7 +138,10 @@ def recall_of(df: pd.DataFrame) -> dict:
 
 def effective(df: pd.DataFrame) -> int | None:
     best = None
-    for length, part in df.groupby("target_tokens"):
+    measured = df[
+        df["outcome"] != "not_applicable"
+    ]  # a length with nothing measured neither holds nor breaks
+    for length, part in measured.groupby("target_tokens"):
         value = recall_of(part)["recall"]
         if value is None or value < 0.9:
             break
@@ -184,7 +190,14 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_the_frame_has_every_case_once(compared: dict) -> None:
     assert len(compared["frame"]) == 2 * len(SUITES) * len(LENGTHS) * len(DEPTHS) * TRIALS
-    assert set(compared["frame"]["outcome"]) >= {"pass", "miss", "empty", "truncated", "oom"}
+    assert set(compared["frame"]["outcome"]) >= {
+        "pass",
+        "miss",
+        "empty",
+        "truncated",
+        "oom",
+        "not_applicable",
+    }
 
 
 def test_run_report_headline_and_suites(compared: dict) -> None:
@@ -280,11 +293,12 @@ def test_run_report_throughput_table(compared: dict) -> None:
             rate(decode),
         ]
     failures = dom.find_all("tr", cls="failure")
-    assert len(failures) == int((a["outcome"] != "pass").sum())
+    assert len(failures) == int((~a["outcome"].isin(["pass", "not_applicable"])).sum())
 
 
 def _mcnemar(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     both = a.merge(b, on="case_id", suffixes=("_a", "_b"))
+    both = both[(both["outcome_a"] != "not_applicable") | (both["outcome_b"] != "not_applicable")]
     live = both[both["outcome_a"].isin(LIVE) & both["outcome_b"].isin(LIVE)]
     pa, pb = live["outcome_a"] == "pass", live["outcome_b"] == "pass"
     gained, lost = int((~pa & pb).sum()), int((pa & ~pb).sum())
