@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
+from recall_eval import api
 from recall_eval.cli.app import app, console
 from recall_eval.errors import BadInput
-from recall_eval.frame import EXPORT_FORMATS, export_frame, results_frame
+from recall_eval.frame import EXPORT_FORMATS, export_frame
 
 
 @app.command()
@@ -20,8 +21,8 @@ def export(
         typer.Argument(help="Run directories (runs/<run-id>); a compare directory stands for its runs."),
     ],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help=f"One of {', '.join(EXPORT_FORMATS)}. (default: csv)")
-    ] = "csv",
+        str | None, typer.Option("--format", "-f", help=f"One of {', '.join(EXPORT_FORMATS)}. (default: csv)")
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="File to write. (default: standard output; parquet needs --out)"),
@@ -29,11 +30,12 @@ def export(
 ) -> None:
     """Write the results of RUNS as one table, one row per case (the columns are listed in README,
     "Results as data"). Several runs are concatenated; the run_id column tells them apart."""
+    fmt = fmt or "csv"
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: pick one of {', '.join(EXPORT_FORMATS)}")
     if fmt == "parquet" and out is None:
         raise BadInput("--format parquet is binary: give a file with --out results.parquet")
-    frame = results_frame(runs)
+    frame = api.results_frame(runs)
     data = export_frame(frame, fmt, out)  # type: ignore[arg-type]
     if out is None:
         sys.stdout.buffer.write(data or b"")

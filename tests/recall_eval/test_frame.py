@@ -145,3 +145,18 @@ def test_export_command(tmp_path: Path, sample: Path) -> None:
     assert bad.returncode == 2 and "pick one of csv, parquet, jsonl" in bad.stderr
     binary = run_cli("export", str(sample), "--format", "parquet")
     assert binary.returncode == 2 and "--out" in binary.stderr
+
+
+def test_the_library_layer_gives_the_same_frame(tmp_path: Path) -> None:
+    from recall_eval import api
+
+    compare_dir = _compare_dir(tmp_path)
+    from_dir = results_frame(compare_dir)
+    records = [api.load_run(path) for path in runs_frame(compare_dir)["run_dir"]]
+    assert api.results_frame(records).equals(from_dir)
+    assert api.results_frame(compare_dir).equals(from_dir)
+    assert api.runs_frame(records[0])["run_id"].tolist() == ["run-a"]
+    assert records[0].recall == from_dir[from_dir.run_id == "run-a"].query("counted")["passed"].mean()
+    out = tmp_path / "x.jsonl"
+    api.export(records, "jsonl", out)
+    assert pd.read_json(out, lines=True)["case_id"].tolist() == from_dir["case_id"].tolist()
