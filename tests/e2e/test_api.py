@@ -90,6 +90,10 @@ def test_sweep_launches_the_reference_engine_and_load_run_reads_it_back(tmp_path
     ]  # readiness said once, by the launcher
     assert not any("ready" in note for note in hooks.notes)
     assert _reference_servers_on(port) == []  # stopped after the sweep
+    frame = api.results_frame(run)  # the README's notebook lines
+    recall = frame[frame.counted].pivot_table(index="depth_percent", columns="target_tokens", values="passed")
+    assert recall.shape == (2, 2) and float(recall.to_numpy().mean()) == pytest.approx(run.recall)
+    assert api.results_frame(run.path).equals(frame)
     again = api.load_run(run.path)
     assert again == run
     assert [record.run_id for record in api.runs(tmp_path)] == [run.run_id]
