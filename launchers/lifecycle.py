@@ -105,6 +105,12 @@ class LaunchedServer:
                     return self._death
         return None
 
+    def note_served(self) -> None:
+        """The server answered a request: a later death is explained by the log written after now."""
+        with self._lock:
+            for process in self._processes:
+                process.mark_served()
+
     def relaunch(self) -> float:
         """Stop what is left, start again; bounded attempts with exponential backoff. Seconds to ready."""
         self._stop_processes()
