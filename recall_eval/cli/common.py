@@ -16,7 +16,7 @@ from typing import Any
 from recall_eval.errors import BadInput
 from recall_eval.stats import recall_counts, wilson_interval
 from recall_eval.store import RunStore
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Profile, Result
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Profile, Result, RunSpec
 
 # Profile fields a command-line option overrides (sweep, serve; None: not given), and the option's
 # parameter name where it differs from the field's.
@@ -64,6 +64,15 @@ def versions(server_version: str | None = None) -> dict[str, str]:
     if server_version:
         found["server"] = server_version
     return found
+
+
+def run_versions(spec: RunSpec) -> dict[str, str]:
+    """What a new run records in run.json's versions: the package, Python, and the reuse key of its grid
+    (suite versions and the rendered prompts' digest; see recall_eval.reuse)."""
+    import suites
+
+    key = suites.reuse_key(package_version(), spec.suites, spec.lengths, spec.depths, spec.trials, spec.seed)
+    return {**versions(), **key}
 
 
 def outcome_counts(results: Iterable[Result]) -> Counter[str]:

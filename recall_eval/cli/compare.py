@@ -31,13 +31,14 @@ from recall_eval.cli.common import (
     open_in_browser,
     render_report,
     resume_command,
+    run_versions,
     summary_line,
-    versions,
 )
 from recall_eval.cli.sweep import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_PROFILE, with_capture
 from recall_eval.cli.sweep_flow import StopMessages, check_reachable, run_recorded
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import check_labels, parse_variants
@@ -74,14 +75,17 @@ def target_key(profile: Profile) -> dict[str, Any]:
 
 
 def matching_runs(planned: PlannedVariant, root: Path | None = None) -> list[RunStore]:
-    """Stored runs with the variant's spec (label aside) and target, oldest first."""
+    """Stored runs with the variant's spec (label aside), target and reuse key (package and suite
+    versions, rendered prompts: recall_eval.reuse), oldest first."""
     wanted = target_key(planned.profile)
+    key = {name: value for name, value in run_versions(planned.spec).items() if name != "python"}
     return [
         store
         for store in list_runs(root)
         if store.run.profile is not None
         and _same_spec(store.run.spec, planned.spec)
         and target_key(store.run.profile) == wanted
+        and key_mismatch(store.run.versions, key) is None
     ]
 
 
@@ -189,7 +193,7 @@ def obtain_run(planned: PlannedVariant, reuse: bool = True) -> tuple[Path, bool]
             run_id=new_run_id(planned.spec),
             spec=planned.spec,
             profile=planned.profile,
-            versions=versions(),
+            versions=run_versions(planned.spec),
             created_at=time.time(),
         )
         store = RunStore.create(run, runs_home())

@@ -18,12 +18,13 @@ from recall_eval.cli.common import (
     profile_overrides,
     render_report,
     resume_command,
+    run_versions,
     summary_line,
-    versions,
 )
 from recall_eval.cli.sweep_flow import StopMessages, check_reachable, run_recorded
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 
@@ -85,7 +86,7 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | None) -> RunStore:
             run_id = out
         else:
             raise BadInput(f"--out {out!r}: give a directory (runs are created inside it) or a run id")
-    run = Run(run_id=run_id, spec=spec, profile=profile, versions=versions(), created_at=time.time())
+    run = Run(run_id=run_id, spec=spec, profile=profile, versions=run_versions(spec), created_at=time.time())
     return RunStore.create(run, root)
 
 
@@ -107,6 +108,18 @@ def _resumed_store(
     profile = store.run.profile
     if profile is None:
         raise UserError(f"{resume}/run.json has no profile; it cannot be resumed")
+    stored = store.run.versions
+    prompts_key = {
+        name: value
+        for name, value in run_versions(store.run.spec).items()
+        if name != "recall-eval" and name in stored
+    }
+    changed = key_mismatch(stored, prompts_key) if "prompts" in prompts_key else None
+    if changed:
+        raise BadInput(
+            f"--resume {resume}: the suites changed since this run started ({changed}); its cases would mix "
+            "old and new prompts. Start a new sweep"
+        )
     if options["base_url"]:
         profile = profile.model_copy(
             update={"engine": "external", "base_url": options["base_url"].rstrip("/")}
