@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import profile_overrides
@@ -60,14 +61,14 @@ def serve(
     logs = _log_dir(resolved.name, log_dir)
 
     def echo(line: str) -> None:
-        console.print(f"[dim]{line}[/dim]", highlight=False, soft_wrap=True)
+        console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)  # log text is not markup
 
     with sigterm_raises_exit():
         try:
             server = launch(resolved, logs, echo=echo)
         except ServerStartError as err:
             for line in err.tail:
-                console.print(f"  [dim]{line}[/dim]", highlight=False, markup=False, soft_wrap=True)
+                console.print(Text(f"  {line}", style="dim"), highlight=False, soft_wrap=True)
             raise
         except KeyboardInterrupt:
             console.print("[yellow]interrupted during start-up; stopped[/yellow]")

@@ -219,16 +219,25 @@ def sweep(
     _positive("--request-timeout", request_timeout, minimum=0.001)
     if resume is not None:
         store, target_profile = _resumed_store(resume, options, overrides)
-        if target_profile.engine == "external":
-            check_reachable(target_profile)
+        _check_target(target_profile)
     else:
         spec = _spec(options)
         target_profile = with_capture(_profile(options, overrides), capture_indexer)
-        if target_profile.engine == "external":  # fail before creating a run directory
-            check_reachable(target_profile)
+        _check_target(target_profile)  # before a run directory exists: nothing to resume
         store = _new_store(spec, target_profile, out)
         console.print(f"run {store.run.run_id} -> {store.path}")
     _execute(store, target_profile, open_report=open_report, no_report=no_report)
+
+
+def _check_target(profile: Profile) -> None:
+    """An external server must answer; a profile to launch must pass the preflight (engine importable,
+    GPUs, ports, model path), each failure one line with its fix."""
+    if profile.engine == "external":
+        check_reachable(profile)
+        return
+    from launchers.preflight import require_preflight
+
+    require_preflight(profile)
 
 
 def _execute(store: RunStore, profile: Profile, open_report: bool, no_report: bool) -> None:

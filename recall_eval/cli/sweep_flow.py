@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 import suites
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
@@ -50,7 +51,7 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
     from launchers.lifecycle import launch, sigterm_raises_exit
 
     def echo(line: str) -> None:
-        console.print(f"[dim]{line}[/dim]", highlight=False)
+        console.print(Text(line, style="dim"), highlight=False)  # log text is not markup
 
     with sigterm_raises_exit():
         with console.status(f"starting the {profile.name} server ({profile.engine})..."):
