@@ -45,7 +45,9 @@ def test_engine_the_servers_python_cannot_find():
 
 
 def test_engine_whose_import_fails_names_the_error_and_the_install(tmp_path):
-    root = fake_sglang(tmp_path, "0.5.23", "raise ImportError('libcuda.so.1: cannot open shared object file')\n")
+    root = fake_sglang(
+        tmp_path, "0.5.23", "raise ImportError('libcuda.so.1: cannot open shared object file')\n"
+    )
     profile = resolve_profile("dsv4-flash", {})
     (line,) = engine_failures(profile, [spec("sglang.launch_server", {"PYTHONPATH": str(root)})])
     assert "libcuda.so.1" in line and "pip install -e '.[sglang]'" in line
