@@ -207,7 +207,10 @@ class LaunchedServer:
             self._death = None
         try:
             for process in processes:
-                self.echo(f"starting {process.spec.name}: {process.spec.command_line()}")
+                self.echo(
+                    f"starting {process.spec.name}: {process.spec.short_line()} "
+                    f"(full command in {process.spec.log_name})"
+                )
                 process.start(f"{label} of {process.spec.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}")
             self._wait_processes_ready(started)
         except BaseException:

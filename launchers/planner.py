@@ -194,9 +194,21 @@ def make_plan(
     gpu_mem_gib: float | None = None,
     weights_gib: float | None = None,
 ) -> Plan:
+    if gpu_mem_gib is not None and gpu_mem_gib <= 0:
+        raise BadInput(f"--gpu-mem-gb {gpu_mem_gib:g}: must be above 0 GiB")
+    if weights_gib is not None and weights_gib < 0:
+        raise BadInput(f"--weights-gb {weights_gib:g}: must be 0 GiB or more")
     config, source, shipped_weights = find_model_config(profile)
     layout = layout_from_config(config)
-    context = context_length or profile.context_length or int(config.get("max_position_embeddings", 131072))
+    positions = config.get("max_position_embeddings")
+    if context_length is not None and context_length < 1:
+        raise BadInput(f"--context-length {context_length}: must be at least 1 token")
+    context = context_length or profile.context_length or int(positions or 131072)
+    if positions and context > int(positions):
+        raise BadInput(
+            f"--context-length {context:,} is past the model's {int(positions):,} positions "
+            f"(max_position_embeddings in {source}); give at most {int(positions)}"
+        )
     gpu = gpu_mem_gib or DEFAULT_GPU_MEM_GIB
     fraction = profile.mem_fraction_static or DEFAULT_MEM_FRACTION
     weights = weights_gib if weights_gib is not None else shipped_weights
@@ -231,6 +243,11 @@ def make_plan(
                 slots_change=(tokens / fp8_tokens - 1.0) if fp8_tokens else 0.0,
             )
         )
+    if pool_gib > 0 and rows[0].sequences == 0:
+        notes.append(
+            f"one sequence of {context:,} tokens does not fit in the pool ({fp8_tokens:,} tokens at fp8): "
+            "lower --context-length or raise --mem-fraction / --tp"
+        )
     notes += seed_comparison(layout, context)
     return Plan(
         model=profile.model_path or profile.name,
@@ -248,7 +265,7 @@ def make_plan(
 
 
 def seed_comparison(layout: KVLayout, context: int) -> list[str]:
-    """How the seed deployment's figures (bf16 index keys: ~2.5 KB/token more, ~1.3 GB more at 524,288
+    """How the figures quoted for the original deployment (bf16 index keys: ~2.5 KB/token more, ~1.3 GB more at 524,288
     tokens, ~13% fewer slots) relate to this plan's accounting."""
     if layout.family != "deepseek_v4":
         return []
@@ -271,12 +288,13 @@ def seed_comparison(layout: KVLayout, context: int) -> list[str]:
         f"bf16 vs fp8 index keys: +{per_key} B per key x {layout.index_layers} CSA layers = +{per_slot_all_layers:,} B "
         f"({per_slot_all_layers / 1024:.2f} KiB) per compressed slot = +{per_token:,.0f} B per token "
         f"(one key per {layout.index_ratio} tokens)",
-        f"seed '~2.5 KB/token more' matches the {per_slot_all_layers / 1024:.2f} KiB per compressed slot, i.e. it counted "
-        f"one index key per token; per token the difference is {layout.index_ratio}x smaller ({per_token:,.0f} B)",
-        f"seed '~1.3 GB more at 524,288 tokens' = {per_slot_all_layers:,} B x 524,288 = "
+        f"the often-quoted '~2.5 KB/token more' for bf16 index keys is the {per_slot_all_layers / 1024:.2f} KiB per "
+        f"compressed slot: it counts one index key per token; per token the difference is {layout.index_ratio}x "
+        f"smaller ({per_token:,.0f} B)",
+        f"the often-quoted '~1.3 GB more at 524,288 tokens' = {per_slot_all_layers:,} B x 524,288 = "
         f"{per_slot_all_layers * seed_tokens / GIB:.2f} GiB: right for 524,288 compressed slots (2,097,152 tokens); "
         f"524,288 tokens cost +{per_token * seed_tokens / GIB:.2f} GiB",
-        f"seed '~13% fewer slots': {fewer_all:.1%} fewer here with the sliding-window pool counted, "
+        f"the often-quoted '~13% fewer slots': {fewer_all:.1%} fewer here with the sliding-window pool counted, "
         f"{fewer_without_swa:.1%} counting the compressed pools alone; the real share depends on how SGLang "
         "sized the SWA pool and its fixed buffers in that deployment",
     ]

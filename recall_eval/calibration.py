@@ -11,6 +11,11 @@ the first recipe of each suite, which is always calibrated first; every other re
 that ratio, so its search path and its final filler size depend only on the recipe and the
 tokenizer, not on which other cases ran before. Counts are cached by (tokenizer, case id,
 filler_words, digest of the rendered messages); the cache persists in the run directory.
+
+Short targets: when a recipe's prompt with no filler is already longer than its target, its smaller
+forms (ShrinkableRecipe.smaller: fewer or terser case-made parts, same id) are tried in turn; when
+even the smallest does not fit, the case comes back marked `not_applicable` (with the reason) and the
+runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.tokenization import TokenCounter
-from recall_eval.types import Case, CaseRecipe, ChatMessage
+from recall_eval.types import Case, CaseRecipe, ChatMessage, ShrinkableRecipe
 
 DEFAULT_TOKENS_PER_WORD = 1.3
 MAX_STEPS = 40
@@ -86,6 +91,10 @@ class CalibrationCache:
 
 class TargetTooShort(BadInput):
     """A target length below what the recipe's prompt takes with no filler at all."""
+
+    def __init__(self, message: str, bare_tokens: int):
+        super().__init__(message)
+        self.bare_tokens = bare_tokens
 
 
 @dataclass
@@ -149,8 +158,9 @@ class Calibrator:
             elif error > 0:
                 if probe.words == 0 and error > allowed:
                     raise TargetTooShort(
-                        f"--lengths: {target} tokens is shorter than the smallest {recipe.suite} prompt "
-                        f"({probe.tokens} tokens); use lengths of at least {probe.tokens + allowed}"
+                        f"{target} tokens is shorter than this {recipe.suite} prompt with no filler "
+                        f"({probe.tokens} tokens)",
+                        probe.tokens,
                     )
                 high = probe if high is None or probe.words < high.words else high
             if previous is not None and probe.words != previous.words:
@@ -215,7 +225,15 @@ class Calibrator:
         return start, end
 
     async def calibrate_one(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[Case, float]:
-        words, slope = await self.search(recipe, tokens_per_word)
+        """The calibrated case and the slope seen; the first smaller form that fits when the recipe
+        does not, else the smallest form marked not_applicable."""
+        try:
+            words, slope = await self.search(recipe, tokens_per_word)
+        except TargetTooShort as short:
+            smaller = recipe.smaller() if isinstance(recipe, ShrinkableRecipe) else None
+            if smaller is not None:
+                return await self.calibrate_one(smaller, tokens_per_word)
+            return self._not_applicable(recipe, short.bare_tokens), tokens_per_word
         case = recipe.render(words)
         prompt_tokens = (await self._count(recipe, words)).tokens
         start, end = await self._needle_offsets(case)
@@ -230,6 +248,19 @@ class Calibrator:
         )
         return calibrated, slope
 
+    def _not_applicable(self, recipe: CaseRecipe, bare_tokens: int) -> Case:
+        case = recipe.render(0)
+        form = ", ".join(f"{k} {case.params[k]}" for k in ("variant", "format", "layout") if k in case.params)
+        reason = (
+            f"does not fit: the smallest {recipe.suite} prompt for this cell{f' ({form})' if form else ''} "
+            f"takes {bare_tokens} "
+            f"tokens with no filler, over the {recipe.target_tokens}-token target "
+            f"(±{tolerance(recipe.target_tokens)}); not sent"
+        )
+        return case.model_copy(
+            update={"prompt_tokens": bare_tokens, "tokenizer": self.tokenizer.name, "not_applicable": reason}
+        )
+
     async def calibrate(
         self,
         recipes: Sequence[CaseRecipe],
@@ -243,29 +274,7 @@ class Calibrator:
         """
         if only is not None and not only:
             return []
-        try:
-            return await self._calibrate(recipes, only, on_done)
-        except TargetTooShort:
-            raise await self._too_short(recipes) from None
-
-    async def _too_short(self, recipes: Sequence[CaseRecipe]) -> BadInput:
-        """One error naming every suite that some target is too short for, with the length that
-        fits all of its prompts (not only the first one found): the user fixes --lengths once."""
-        bare: dict[str, list[int]] = {}
-        shortest: dict[str, int] = {}
-        for recipe in recipes:
-            tokens = (await self._count(recipe, 0)).tokens
-            bare.setdefault(recipe.suite, []).append(tokens)
-            if tokens - recipe.target_tokens > tolerance(recipe.target_tokens):
-                shortest[recipe.suite] = min(
-                    shortest.get(recipe.suite, recipe.target_tokens), recipe.target_tokens
-                )
-        parts = [
-            f"{target} tokens is shorter than the smallest {suite} prompts ({min(bare[suite])}-{max(bare[suite])} "
-            f"tokens before any filler); use lengths of at least {max(bare[suite]) + tolerance(max(bare[suite]))}"
-            for suite, target in sorted(shortest.items())
-        ]
-        return BadInput("--lengths: " + "; ".join(parts))
+        return await self._calibrate(recipes, only, on_done)
 
     async def _calibrate(
         self,

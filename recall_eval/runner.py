@@ -161,6 +161,8 @@ class Runner:
     async def _run_case(self, case: Case, state: _ServerState) -> tuple[Result, int | None]:
         """The case's result, and the server epoch it saw die (None if it did not)."""
         started_at = time.time()
+        if case.not_applicable is not None:  # calibration found no form of it that fits its length
+            return self._result(case, "not_applicable", started_at, error=case.not_applicable), None
         limit = self.settings.context_limit
         length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
         if limit is not None and length >= limit:

@@ -14,6 +14,7 @@ next append first cuts it off, so every stored line is a whole Result.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Collection, Iterable
@@ -21,8 +22,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from recall_eval.errors import UserError
-from recall_eval.types import Result, Run, RunSpec
+from recall_eval.errors import BadInput, UserError
+from recall_eval.types import FORMAT_VERSION, Result, Run, RunSpec
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
@@ -78,6 +79,19 @@ def _parse_results(raw: bytes) -> tuple[list[Result], int]:
     return results, good_end
 
 
+def _check_format_version(run_file: Path, raw: bytes) -> None:
+    """A run.json written by a newer recall-eval is refused by name, not by a field it does not know."""
+    try:
+        version = json.loads(raw).get("format_version", FORMAT_VERSION)
+    except (ValueError, AttributeError):
+        return  # not a JSON object: validation reports it
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise UserError(
+            f"{run_file} has run format {version}; this recall-eval reads format {FORMAT_VERSION} and "
+            "older: upgrade recall-eval to read it"
+        )
+
+
 class RunStore:
     """One run directory. Create it with RunStore.create, reopen it with RunStore.open."""
 
@@ -93,7 +107,7 @@ class RunStore:
         try:
             path.mkdir(parents=True, exist_ok=False)
         except FileExistsError as err:
-            raise UserError(f"run directory {path} already exists; pick another --out") from err
+            raise BadInput(f"run directory {path} already exists; pick another --out") from err
         except OSError as err:
             raise UserError(f"cannot create run directory {path}: {err.strerror}; check --out") from err
         store = cls(path, run)
@@ -106,11 +120,13 @@ class RunStore:
         run_dir = Path(run_dir)
         run_file = run_dir / RUN_FILE
         if not run_dir.is_dir():
-            raise UserError(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
+            raise BadInput(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
         if not run_file.is_file():
-            raise UserError(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
+            raise BadInput(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
+        raw = run_file.read_bytes()
+        _check_format_version(run_file, raw)
         try:
-            run = Run.model_validate_json(run_file.read_bytes())
+            run = Run.model_validate_json(raw)
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

@@ -12,11 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 FORMAT_VERSION = 1
 
-Outcome = Literal["pass", "miss", "empty", "truncated", "too_long", "oom", "crash", "timeout", "error"]
+Outcome = Literal[
+    "pass", "miss", "empty", "truncated", "too_long", "oom", "crash", "timeout", "error", "not_applicable"
+]
 # Answers from a live model: these count toward recall.
 RECALL_OUTCOMES: tuple[Outcome, ...] = ("pass", "miss", "empty", "truncated")
 # Infrastructure outcomes: shown, counted and explained, never folded into recall.
 INFRA_OUTCOMES: tuple[Outcome, ...] = ("too_long", "oom", "crash", "timeout", "error")
+# Neither: the cell cannot be built at its length (the suite's smallest prompt is longer); never sent,
+# never counted in recall, shown as N/A with Result.error saying why.
+NOT_APPLICABLE_OUTCOMES: tuple[Outcome, ...] = ("not_applicable",)
 
 Role = Literal["system", "user", "assistant"]
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
@@ -63,6 +68,9 @@ class Case(_Frozen):
     needle_token_end: int | None = None  # token offset one past the fact's last token
     # which tokenizer measured the above ("server:/v1/tokenize", "tiktoken:cl100k_base")
     tokenizer: str | None = None
+    # set by calibration when even the suite's smallest form of this case exceeds target_tokens: why;
+    # such a case is never sent and ends as the "not_applicable" outcome
+    not_applicable: str | None = None
 
 
 @runtime_checkable
@@ -84,6 +92,16 @@ class CaseRecipe(Protocol):
 
     def words_guess(self, tokens_per_word: float) -> int:
         """A first guess of filler_words for target_tokens, given a tokens-per-word ratio."""
+        ...
+
+
+@runtime_checkable
+class ShrinkableRecipe(CaseRecipe, Protocol):
+    """A recipe with smaller forms of the same case (fewer or terser case-made parts, same id), which
+    calibration tries in turn when the target is shorter than the prompt with no filler at all."""
+
+    def smaller(self) -> CaseRecipe | None:
+        """The next smaller form, or None when this is the smallest."""
         ...
 
 
@@ -151,7 +169,8 @@ class Result(_Frozen):
     tokenizer: str | None = None
     completion: Completion | None = None  # None for cases that never reached a live model
     coverage: IndexerCoverage | None = None
-    error: str | None = None  # for infrastructure outcomes: the reason, with the matched log line if any
+    # for infrastructure and not_applicable outcomes: the reason, with the matched log line if any
+    error: str | None = None
     attempt: int = 1  # 1 + number of relaunches this case went through
     started_at: float  # unix time
     finished_at: float  # unix time

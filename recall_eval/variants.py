@@ -75,6 +75,11 @@ OVERRIDE_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "dtype": ("index_k_dtype", _dtype, f"one of {', '.join(DTYPE_WORDS)}"),
 }
 _KNOWN = f"{', '.join(DTYPE_WORDS)}, " + ", ".join(f"{key}=" for key in OVERRIDE_KEYS)
+# One line on the syntax, for errors about a variant.
+VARIANT_SYNTAX = (
+    f"a variant is overrides ({_KNOWN}; comma-separated, e.g. fp8,topk=1024), "
+    "a profile name, or PROFILE:OVERRIDES (e.g. dsv4-flash:bf16)"
+)
 
 
 def _bad(spec: str, why: str) -> BadInput:

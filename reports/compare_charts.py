@@ -45,7 +45,13 @@ def diff_text(value: float | None) -> str:
 def _counts(cell: CellFrame | None) -> str:
     if cell is None:
         return "not run"
-    return f"{cell.passes}/{cell.answered}" if cell.answered else "infra"
+    if cell.answered:
+        return f"{cell.passes}/{cell.answered}"
+    return "infra" if cell.infra else "N/A"
+
+
+def _not_applicable(cell: CellFrame | None) -> bool:
+    return cell is not None and cell.answered == cell.infra == 0 and cell.not_applicable > 0
 
 
 def _save(fig: Figure) -> bytes:
@@ -62,7 +68,8 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
             cell_a, cell_b = grid_a.cells[y][x], grid_b.cells[y][x]
             if value is None:
                 missing = cell_a is None or cell_b is None
-                face, hatch = (EMPTY_FACE, None) if missing else (INFRA_FACE, "///")
+                unfit = _not_applicable(cell_a) and _not_applicable(cell_b)
+                face, hatch = (EMPTY_FACE, None) if missing or unfit else (INFRA_FACE, "///")
             else:
                 face, hatch = DIFF_CMAP(DIFF_NORM(value)), None
             ax.add_patch(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_eval.stats import mcnemar_exact, percentile, wilson_interval
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result, Run
+from recall_eval.types import NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
 
 
@@ -224,7 +224,8 @@ class PairedTest:
     both_fail: int
     lost: int  # pass under A, not under B (pass -> miss)
     gained: int  # not under A, pass under B (miss -> pass)
-    excluded_infra: int  # pairs where either side is an infrastructure outcome: not in the test
+    # pairs where either side is an infrastructure outcome (or only one side not applicable): not in the test
+    excluded_infra: int
     unpaired: int  # cases stored under only one of the two runs
     p_value: float
 
@@ -239,7 +240,9 @@ def paired_test(a_results: Iterable[Result], b_results: Iterable[Result]) -> Pai
     counts = {"both_pass": 0, "both_fail": 0, "lost": 0, "gained": 0, "excluded_infra": 0}
     for case_id in a_by_id.keys() & b_by_id.keys():
         a, b = a_by_id[case_id], b_by_id[case_id]
-        if a.outcome in INFRA_OUTCOMES or b.outcome in INFRA_OUTCOMES:
+        if a.outcome in NOT_APPLICABLE_OUTCOMES and b.outcome in NOT_APPLICABLE_OUTCOMES:
+            continue  # a cell neither side could build: nothing to compare, nothing to flag
+        if not (a.outcome in RECALL_OUTCOMES and b.outcome in RECALL_OUTCOMES):
             counts["excluded_infra"] += 1
             continue
         a_pass, b_pass = a.outcome == "pass", b.outcome == "pass"

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from recall_eval.stats import effective_length, percentile, recall_counts, wilson_interval
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
+from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
 
-ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES
+ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES + NOT_APPLICABLE_OUTCOMES
 EFFECTIVE_RECALL = 0.9  # a length counts as "holding" at this recall or above (issue 2)
 
 
@@ -41,6 +41,10 @@ class CellFrame:
     @property
     def infra(self) -> int:
         return sum(self.outcomes[o] for o in INFRA_OUTCOMES)
+
+    @property
+    def not_applicable(self) -> int:
+        return self.outcomes["not_applicable"]
 
     @property
     def recall(self) -> float | None:
@@ -102,6 +106,10 @@ class Summary:
     def infra(self) -> int:
         return sum(self.outcomes[o] for o in INFRA_OUTCOMES)
 
+    @property
+    def not_applicable(self) -> int:
+        return self.outcomes.get("not_applicable", 0)
+
 
 def latest_per_case(results: Iterable[Result]) -> list[Result]:
     """One result per (variant, case id), the last stored one winning, in a stable order.
@@ -125,9 +133,12 @@ def count_outcomes(results: Iterable[Result]) -> dict[Outcome, int]:
 
 
 def recall_by_length(results: Iterable[Result]) -> dict[int, float | None]:
-    """Recall per target length over answered cases; None where a length has no answered case."""
+    """Recall per target length over answered cases; None where a length has no answered case.
+    Lengths where every case was not applicable are left out (nothing was measured there)."""
     by_length: dict[int, list[Result]] = {}
     for result in results:
+        if result.outcome in NOT_APPLICABLE_OUTCOMES:
+            continue
         by_length.setdefault(result.target_tokens, []).append(result)
     out: dict[int, float | None] = {}
     for length in sorted(by_length):
@@ -231,8 +242,12 @@ def length_frames(results: Sequence[Result]) -> list[LengthFrame]:
 
 
 def failures(results: Iterable[Result]) -> list[Result]:
-    """Every result that did not pass, in grid order (suite, length, depth, trial)."""
-    return sorted((r for r in results if r.outcome != "pass"), key=_case_order)
+    """Every result that did not pass, in grid order (suite, length, depth, trial); not-applicable
+    cells are not failures (the heatmap shows them as N/A)."""
+    return sorted(
+        (r for r in results if r.outcome != "pass" and r.outcome not in NOT_APPLICABLE_OUTCOMES),
+        key=_case_order,
+    )
 
 
 def tokenizers_used(results: Iterable[Result]) -> dict[str, int]:

@@ -21,6 +21,7 @@ RECALL_NORM = Normalize(vmin=0.0, vmax=1.0)  # fixed: the same colour means the 
 INFRA_FACE = "#C9CDD2"
 INFRA_HATCH = "#7D838B"
 EMPTY_FACE = "#F3F4F6"  # light, so the grid of a partly run sweep stays visible
+NOT_APPLICABLE_FACE = "#FFFFFF"  # the suite cannot build a prompt this short: nothing to measure
 TEXT = "#1B1F24"
 MUTED = "#5B636E"
 
@@ -34,6 +35,8 @@ def cell_text(cell: CellFrame | None) -> tuple[str, str]:
     """(main line, note line) written in a cell; also used for the HTML table twin of the image."""
     if cell is None:
         return ("–", "not run")
+    if cell.answered == 0 and cell.infra == 0 and cell.not_applicable:
+        return ("N/A", "prompt does not fit")
     if cell.answered == 0:
         return (infra_label(cell.infra_outcomes), f"{cell.infra} case{'s' if cell.infra != 1 else ''}")
     note = f"+{cell.infra} {infra_label(cell.infra_outcomes)}" if cell.infra else ""
@@ -50,6 +53,8 @@ def _draw_cell(ax: Axes, x: int, y: int, cell: CellFrame | None, font: float) ->
     main, note = cell_text(cell)
     if cell is None:
         face, hatch, colour = EMPTY_FACE, None, MUTED
+    elif cell.answered == 0 and cell.infra == 0:
+        face, hatch, colour = NOT_APPLICABLE_FACE, None, MUTED
     elif cell.answered == 0:
         face, hatch, colour = INFRA_FACE, "///", TEXT
     else:
@@ -128,6 +133,10 @@ def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:
     ]
     if any(cell is None for row in grid.cells for cell in row):
         legend.append(Patch(facecolor=EMPTY_FACE, edgecolor=MUTED, label="not run"))
+    if any(cell is not None and cell.answered == cell.infra == 0 for row in grid.cells for cell in row):
+        legend.append(
+            Patch(facecolor=NOT_APPLICABLE_FACE, edgecolor=MUTED, label="N/A: the suite's prompt is longer")
+        )
     fig.legend(handles=legend, loc="outside lower left", fontsize=7.5, frameon=False, ncols=len(legend))
     return fig
 

@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
 from recall_eval.store import load_run
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, Result, Run
+from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
 from reports.coverage import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
@@ -66,6 +66,7 @@ def environment() -> Environment:
         infra_label=infra_label,
         RECALL_OUTCOMES=RECALL_OUTCOMES,
         INFRA_OUTCOMES=INFRA_OUTCOMES,
+        NOT_APPLICABLE_OUTCOMES=NOT_APPLICABLE_OUTCOMES,
         OUTCOME_MEANINGS=OUTCOME_MEANINGS,
     )
     return env

@@ -14,6 +14,7 @@ OUTCOME_LABELS: dict[Outcome, str] = {
     "crash": "crash",
     "timeout": "timeout",
     "error": "error",
+    "not_applicable": "N/A",
 }
 
 OUTCOME_MEANINGS: dict[Outcome, str] = {
@@ -26,6 +27,7 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
     "crash": "the server died for another reason",
     "timeout": "no complete answer within the request timeout",
     "error": "the request failed (HTTP or client error)",
+    "not_applicable": "the suite's smallest prompt is longer than the cell's length; not sent",
 }
 
 

@@ -9,10 +9,17 @@ distractor value, and filler blocks with a case block's name, are dropped, so th
 value occurs exactly once and its path exactly once.
 
 filler_words counts filler ENTRIES (one key/value line each), not prose words.
+
+Short targets: a full case (target block with sibling sections, plus the echo block) takes 270-660
+tokens before any filler, depending on the format. Where that does not fit, `smaller()` gives the
+same question over fewer case-made entries (LAYOUTS, largest first): "compact" keeps the asked
+section with its near keys and a one-entry echo block, "minimal" the asked entry and one near key.
+The asked path, value and format stay the same, and so does the case id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from collections.abc import Sequence
@@ -30,6 +37,7 @@ from suites.values import Pool
 SUITE = "config"
 VERSION = 1
 CHAT_OVERHEAD_TOKENS = 12
+LAYOUTS = ("full", "compact", "minimal")  # case-made entries, most to fewest (see smaller())
 QUESTIONS = (
     "In the {label} above, what is the value of {path}? Answer with the value only.",
     "What is {path} set to in the {label} above? Reply with the value only.",
@@ -81,7 +89,36 @@ class ConfigFact:
     value: str
     distractors: tuple[str, ...]
     target_block: Block
-    echo_block: Block
+    echo_block: Block | None
+
+    def trimmed(self, layout: str) -> ConfigFact:
+        """The same question with fewer case-made entries: "compact" drops the sibling sections and
+        keeps one echo entry (the asked key under another top-level name); "minimal" keeps the asked
+        entry and its first near key only. Distractors are the values still in the document."""
+        if layout == "full":
+            return self
+        _, sections = self.target_block
+        asked = dict(sections)[self.sub]
+        if layout == "compact":
+            kept = asked
+            echo: Block | None = None
+            if self.echo_block is not None:
+                echo_top, echo_sections = self.echo_block
+                echo = (echo_top, [(self.sub, [e for e in echo_sections[0][1] if e[0] == self.key])])
+        elif layout == "minimal":
+            near = next(e for e in asked if e[1] in self.distractors)
+            kept = sorted([(self.key, self.value), near], key=asked.index)
+            echo = None
+        else:
+            raise ValueError(f"unknown config layout {layout!r}; use one of {LAYOUTS}")
+        blocks = [(self.top, [(self.sub, kept)])] + ([echo] if echo is not None else [])
+        present = {value for _, secs in blocks for _, entries in secs for _, value in entries}
+        return dataclasses.replace(
+            self,
+            target_block=blocks[0],
+            echo_block=echo,
+            distractors=tuple(d for d in self.distractors if d in present),
+        )
 
 
 def _distinct_values(rng: random.Random, family: str, count: int) -> list[str]:
@@ -167,10 +204,22 @@ class ConfigRecipe(GridRecipe):
     fact: ConfigFact
     stream: ConfigStream = field(repr=False, compare=False)
     suite: str = SUITE
+    layout: str = "full"  # one of LAYOUTS; the id does not depend on it
+
+    def smaller(self) -> ConfigRecipe | None:
+        """The next smaller layout of this cell (same question, fewer case-made entries), or None."""
+        index = LAYOUTS.index(self.layout)
+        if index + 1 == len(LAYOUTS):
+            return None
+        return dataclasses.replace(self, layout=LAYOUTS[index + 1])
+
+    def _fact(self) -> ConfigFact:
+        return self.fact.trimmed(self.layout)
 
     def _filler(self, count: int) -> list[FlatEntry]:
-        banned_tops = {self.fact.top, self.fact.echo_block[0]}
-        specials = (self.fact.value, *self.fact.distractors)
+        fact = self.fact  # the full fact's names and values: the same filler in every layout
+        banned_tops = {fact.top, *(fact.echo_block[:1] if fact.echo_block else ())}
+        specials = (fact.value, *fact.distractors)
         kept: list[FlatEntry] = []
         index = 0
         while len(kept) < count:
@@ -182,12 +231,15 @@ class ConfigRecipe(GridRecipe):
 
     def document(self, filler_words: int) -> tuple[str, int]:
         """The document text and the number of entries before the asked one."""
+        fact = self._fact()
         blocks = _group(self._filler(max(0, filler_words)))
         sizes = [sum(len(entries) for _, entries in sections) for _, sections in blocks]
         at = _boundary(blocks, sizes, self.depth_percent)
         echo_at = _boundary(blocks, sizes, (self.depth_percent + 50) % 100)
-        target, echo = self.fact.target_block, self.fact.echo_block
-        if echo_at == at:
+        target, echo = fact.target_block, fact.echo_block
+        if echo is None:
+            blocks.insert(at, target)
+        elif echo_at == at:
             inserted = [target, echo] if self.depth_percent < 50 else [echo, target]
             blocks[at:at] = inserted
         else:
@@ -196,36 +248,38 @@ class ConfigRecipe(GridRecipe):
         before = 0
         for top, sections in blocks:
             for sub, entries in sections:
-                if top == self.fact.top and sub == self.fact.sub:
-                    before += [k for k, _ in entries].index(self.fact.key)
-                    text = "\n".join(FORMATS[self.fact.fmt].lines(blocks))
+                if top == fact.top and sub == fact.sub:
+                    before += [k for k, _ in entries].index(fact.key)
+                    text = "\n".join(FORMATS[fact.fmt].lines(blocks))
                     return text, before
                 before += len(entries)
         raise AssertionError("the target block is always inserted")
 
     def question(self) -> str:
-        fmt = FORMATS[self.fact.fmt]
-        path = fmt.path(self.fact.top, self.fact.sub, self.fact.key)
-        return QUESTIONS[self.fact.question].format(label=fmt.label, path=path)
+        fact = self.fact
+        fmt = FORMATS[fact.fmt]
+        path = fmt.path(fact.top, fact.sub, fact.key)
+        return QUESTIONS[fact.question].format(label=fmt.label, path=path)
 
     def render(self, filler_words: int) -> Case:
-        fmt = FORMATS[self.fact.fmt]
+        fact = self._fact()
+        fmt = FORMATS[fact.fmt]
         doc, entries_before = self.document(filler_words)
         head = f"```{fmt.fence}\n"
         content = f"{head}{doc}\n```\n\n{self.question()}"
-        value_at = len(head) + doc.index(self.fact.value)
-        total_entries = max(0, filler_words) + sum(
-            len(e) for b in (self.fact.target_block, self.fact.echo_block) for _, e in b[1]
-        )
+        value_at = len(head) + doc.index(fact.value)
+        case_blocks = [b for b in (fact.target_block, fact.echo_block) if b is not None]
+        total_entries = max(0, filler_words) + sum(len(e) for b in case_blocks for _, e in b[1])
         return self.make_case(
             messages=(ChatMessage(role="user", content=content),),
-            expected=(self.fact.value,),
-            distractors=self.fact.distractors,
-            needle=NeedleSpan(message_index=0, char_start=value_at, char_end=value_at + len(self.fact.value)),
+            expected=(fact.value,),
+            distractors=fact.distractors,
+            needle=NeedleSpan(message_index=0, char_start=value_at, char_end=value_at + len(fact.value)),
             params={
-                "format": self.fact.fmt,
-                "path": fmt.path(self.fact.top, self.fact.sub, self.fact.key),
-                "value_type": cv.KEY_TYPE[self.fact.key],
+                "format": fact.fmt,
+                "path": fmt.path(fact.top, fact.sub, fact.key),
+                "value_type": cv.KEY_TYPE[fact.key],
+                "layout": self.layout,
                 "filler_unit": "entries",
                 "filler_words": max(0, filler_words),
                 "entries_total": total_entries,

@@ -11,10 +11,15 @@ Each fact is one exchange inserted between filler exchanges. The asked fact sits
 of the filler words; the others at random positions (for "kth": earlier mentions before it,
 later ones after). The variant of a cell is variants[trial % len(variants)], so trials that
 are a multiple of 4 give every cell one case of each variant.
+
+Short targets: where the chat with no filler does not fit (facts=4 takes ~270 tokens), `smaller()`
+gives the same facts and question in terse exchanges ("The code for the X is V." / "Noted."); the
+case id stays the same and params["layout"] says which form was sent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +36,7 @@ from suites.values import KEY_KINDS, Pool, key_name, key_names, unique_code_valu
 SUITE = "multiturn"
 VERSION = 1
 VARIANTS = ("facts=1", "facts=2", "facts=4", "kth")
+LAYOUTS = ("full", "terse")  # fact exchanges as worded above, or in as few words as possible
 CHAT_OVERHEAD_TOKENS = 6  # template tokens per message (a guess; the runner calibrates)
 ORDINALS = ("first", "second", "third", "fourth")
 
@@ -71,10 +77,21 @@ class Fact:
     assistant: str
     value: str
     fraction: float  # where it sits, as a share of the filler words (0 = before all, 1 = after all)
+    key: str = ""  # the named thing the code is for
 
     @property
     def in_assistant(self) -> bool:
         return self.value in self.assistant
+
+    def terse(self, first_mention: bool) -> Fact:
+        """The same fact, stated by the same side, in as few words as the question still needs."""
+        if self.in_assistant:
+            user, assistant = f"A code for the {self.key}, please.", f"The {self.key} code is {self.value}."
+        elif first_mention:
+            user, assistant = f"The code for the {self.key} is {self.value}.", "Noted."
+        else:
+            user, assistant = f"The {self.key} code is now {self.value}.", "Noted."
+        return dataclasses.replace(self, user=user, assistant=assistant)
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,9 @@ class Plan:
 
 def _stated(rng: random.Random, key: str, value: str, fraction: float) -> Fact:
     user, assistant = rng.choice(USER_STATED if rng.random() < 0.5 else ASSISTANT_STATED)
-    return Fact(user.format(key=key, value=value), assistant.format(key=key, value=value), value, fraction)
+    return Fact(
+        user.format(key=key, value=value), assistant.format(key=key, value=value), value, fraction, key
+    )
 
 
 def make_plan(rng: random.Random, pool: Pool, variant: str, depth: float, taken: set[str]) -> Plan:
@@ -103,7 +122,7 @@ def make_plan(rng: random.Random, pool: Pool, variant: str, depth: float, taken:
         for i, where in enumerate(fractions):
             value = unique_code_value(rng, pool, taken)
             user, assistant = KTH_FIRST if i == 0 else rng.choice(KTH_LATER)
-            facts.append(Fact(user.format(key=key, value=value), assistant, value, where))
+            facts.append(Fact(user.format(key=key, value=value), assistant, value, where, key))
         question = KTH_QUESTION.format(key=key, ordinal=ORDINALS[asked])
         return Plan(variant, tuple(facts), asked, question, key)
     count = int(variant.removeprefix("facts="))
@@ -125,26 +144,38 @@ class MultiTurnRecipe(GridRecipe):
     plan: Plan
     dialogue: FillerDialogue = field(repr=False, compare=False)
     suite: str = SUITE
+    layout: str = "full"  # one of LAYOUTS; the id does not depend on it
 
     def cell_parts(self) -> tuple[Any, ...]:
         return (*super().cell_parts(), self.plan.variant)
+
+    def smaller(self) -> MultiTurnRecipe | None:
+        """The same cell with terse fact exchanges, or None when already terse."""
+        if self.layout == "terse":
+            return None
+        return dataclasses.replace(self, layout="terse")
+
+    def _facts(self) -> tuple[Fact, ...]:
+        if self.layout == "full":
+            return self.plan.facts
+        kth = self.plan.variant == "kth"  # one key mentioned again and again: later mentions say "now"
+        return tuple(fact.terse(first_mention=not kth or i == 0) for i, fact in enumerate(self.plan.facts))
 
     def messages(self, filler_words: int) -> tuple[list[ChatMessage], int, list[int]]:
         """The chat, the index of the asked fact's message, and filler words before each fact."""
         n = max(0, filler_words)
         exchanges = self.dialogue.exchanges(n) if n else []
         boundaries = [e.user_start for e in exchanges] + [n]
+        facts = self._facts()
         # Facts are sorted by fraction, so their boundaries are in conversation order too.
-        slots = [
-            min(boundaries, key=lambda b, f=fact: (abs(b - f.fraction * n), b)) for fact in self.plan.facts
-        ]
+        slots = [min(boundaries, key=lambda b, f=fact: (abs(b - f.fraction * n), b)) for fact in facts]
         chat: list[ChatMessage] = []
         asked_message = -1
-        pending = list(zip(slots, self.plan.facts, strict=True))
+        pending = list(zip(slots, facts, strict=True))
         for index, boundary in enumerate(boundaries):
             while pending and pending[0][0] == boundary:
                 _, fact = pending.pop(0)
-                if fact is self.plan.facts[self.plan.asked]:
+                if fact is facts[self.plan.asked]:
                     asked_message = len(chat) + (1 if fact.in_assistant else 0)
                 chat += [
                     ChatMessage(role="user", content=fact.user),
@@ -159,7 +190,7 @@ class MultiTurnRecipe(GridRecipe):
 
     def render(self, filler_words: int) -> Case:
         chat, asked_message, slots = self.messages(filler_words)
-        asked = self.plan.facts[self.plan.asked]
+        asked = self._facts()[self.plan.asked]
         char_start = chat[asked_message].content.index(asked.value)
         values = [f.value for f in self.plan.facts]
         return self.make_case(
@@ -171,6 +202,7 @@ class MultiTurnRecipe(GridRecipe):
             ),
             params={
                 "variant": self.plan.variant,
+                "layout": self.layout,
                 "key": self.plan.key,
                 "n_candidates": len(values),
                 "guess_floor": 1 / len(values),

@@ -19,11 +19,12 @@ from pathlib import Path
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Case
+from suites.config_recall import LAYOUTS as CONFIG_LAYOUTS
 from suites.config_recall import ConfigStream, make_config_recipe
 from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import MAX_EVAL_SEED
-from suites.multi_turn import VARIANTS, make_multi_turn_recipe
+from suites.multi_turn import VARIANTS, MultiTurnRecipe, make_multi_turn_recipe
 from suites.needle import make_needle_recipe
 from suites.seeding import derive_rng
 
@@ -66,11 +67,14 @@ def _config_case(seed: int, index: int, filler_words: int, depth: float, taken: 
         pool="train",
         stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
     )
+    # every layout the evaluation may send (short lengths use the smaller ones), in equal shares
+    for _ in range(derive_rng("train-config-layout", seed, index).randrange(len(CONFIG_LAYOUTS))):
+        recipe = recipe.smaller() or recipe
     return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
 
 
 def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
-    recipe = make_multi_turn_recipe(
+    recipe: MultiTurnRecipe = make_multi_turn_recipe(
         target_tokens=0,
         depth_percent=depth,
         trial=index,
@@ -80,6 +84,8 @@ def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, tak
         dialogue=FillerDialogue(FillerText(f"train:multiturn:{seed}:{index}")),
         taken_values=taken,
     )
+    if derive_rng("train-multiturn-layout", seed, index).random() < 0.25:  # terse facts, as sent when short
+        recipe = recipe.smaller() or recipe
     return recipe.render(filler_words)
 
 

@@ -48,6 +48,11 @@ class LaunchSpec:
                 assignments.append(f"{key}={shlex.quote(value)}")
         return " ".join([*assignments, shlex.join(self.argv)])
 
+    def short_line(self) -> str:
+        """The argv for a one-line banner: the program by its name, no env (command_line has both)."""
+        program = os.path.basename(self.argv[0]) if self.argv else ""
+        return shlex.join([program, *self.argv[1:]])
+
     def merged_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The process environment: base (default os.environ) with env applied; path lists prepended."""
         merged = dict(os.environ if base is None else base)

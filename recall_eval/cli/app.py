@@ -15,13 +15,28 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: flags without a <bool> type, one style everywhere
+    context_settings={"max_content_width": 110},
 )
 console = Console(stderr=True)
 DEBUG = {"on": False}  # set by the --debug callback; read only by run_cli
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from recall_eval.api.execute import package_version
+
+        print(f"recall-eval {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
     DEBUG["on"] = debug
 
 

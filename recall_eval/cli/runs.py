@@ -1,18 +1,25 @@
-"""`recall-eval runs`: the runs under runs_home() as a table."""
+"""`recall-eval runs`: the runs and compare directories under the runs home, as tables or JSON."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from recall_eval import api
+from recall_eval.api.reading import CompareEntry
 from recall_eval.cli.app import app
-from recall_eval.stats import recall_counts
-from recall_eval.store import RunStore, list_runs, runs_home
+from recall_eval.formatting import percent
+from recall_eval.store import runs_home
+
+RUN_COLUMNS = (
+    "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
+)  # fmt: skip
 
 
 def _lengths_text(lengths: tuple[int, ...]) -> str:
@@ -21,24 +28,88 @@ def _lengths_text(lengths: tuple[int, ...]) -> str:
     return f"{lengths[0]}..{lengths[-1]} ({len(lengths)})"
 
 
-def _row(store: RunStore) -> list[str]:
-    run = store.run
-    spec = run.spec
-    results = store.results()
-    total = len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
-    done = len({result.case_id for result in results})
-    passes, answered = recall_counts(results)
-    recall = f"{passes / answered:.2f} ({passes}/{answered})" if answered else "-"
-    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
+def _target(record: api.RunRecord) -> dict[str, Any]:
+    """Profile name, index-K dtype and index_topk; a running server's settings are not known here."""
+    profile = record.profile
+    if profile is None:
+        return {"profile": None, "engine": None, "base_url": None, "index_k_dtype": None, "index_topk": None}
+    external = profile.engine == "external"
+    return {
+        "profile": profile.name,
+        "engine": profile.engine,
+        "base_url": profile.base_url or record.run.server_info.get("base_url"),
+        "index_k_dtype": None if external else profile.index_k_dtype,
+        "index_topk": None if external else profile.index_topk,
+    }
+
+
+def run_json(record: api.RunRecord) -> dict[str, Any]:
+    spec = record.run.spec
+    return {
+        "run_id": record.run_id,
+        "path": str(record.path),
+        "status": record.status,
+        "variant": record.variant,
+        **_target(record),
+        "suites": list(spec.suites),
+        "lengths": list(spec.lengths),
+        "depths": list(spec.depths),
+        "trials": spec.trials,
+        "seed": spec.seed,
+        "cases_done": record.cases_done,
+        "cases_total": record.cases_total,
+        "passes": record.passes,
+        "answered": record.answered,
+        "recall": record.recall,
+        "created_at": record.run.created_at,
+        "finished_at": record.run.finished_at,
+        "report": str(record.report) if record.report else None,
+    }
+
+
+def compare_json(entry: CompareEntry) -> dict[str, Any]:
+    return {
+        "compare_id": entry.compare_id,
+        "path": str(entry.path),
+        "variants": [
+            {"label": label, "run_dir": str(run_dir)}
+            for label, run_dir in zip(entry.labels, entry.run_dirs, strict=True)
+        ],
+        "command": entry.command,
+        "created_at": entry.created_at,
+        "report": str(entry.report) if entry.report else None,
+    }
+
+
+def _run_row(record: api.RunRecord) -> list[str]:
+    target = _target(record)
+    profile = target["profile"] or "-"
+    if target["engine"] == "external":
+        profile = target["base_url"] or "external"
+    topk = target["index_topk"]
+    passes, answered = record.passes, record.answered
     return [
-        run.run_id,
-        run.status,
-        ",".join(spec.suites),
-        _lengths_text(spec.lengths),
-        f"{done}/{total}",
-        recall,
-        created,
+        record.run_id,
+        record.status,
+        record.variant,
+        profile,
+        target["index_k_dtype"] or "-",
+        str(topk) if topk is not None else ("model" if target["engine"] not in (None, "external") else "-"),
+        ",".join(record.run.spec.suites),
+        _lengths_text(record.run.spec.lengths),
+        f"{record.cases_done}/{record.cases_total}",
+        f"{percent(record.recall)} ({passes}/{answered})" if answered else "-",
+        _when(record.run.created_at),
     ]
+
+
+def _console() -> Console:
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(width=200, highlight=False)  # piped: keep tables whole
 
 
 @app.command()
@@ -46,19 +117,42 @@ def runs(
     home: Annotated[
         Path | None, typer.Option("--home", help="Where runs live. (default: $RECALL_EVAL_HOME or ./runs)")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (runs and compares) for scripts.")
+    ] = False,
 ) -> None:
-    """List runs: id, status, suites, lengths, cases done/total, recall, created."""
+    """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
+    recall, created) and compare directories (variants and their runs)."""
     root = home if home is not None else runs_home()
-    stores = list_runs(root)
-    out = Console()
-    if not out.is_terminal:  # piped: do not squeeze the table into 80 columns
-        out = Console(width=200)
-    if not stores:
-        out.print(f"no runs in {root}", highlight=False)
+    stored, compared = api.runs(root), api.compares(root)
+    if as_json:
+        payload = {
+            "home": str(root),
+            "runs": [run_json(record) for record in stored],
+            "compares": [compare_json(entry) for entry in compared],
+        }
+        print(json.dumps(payload, indent=2))
         return
-    table = Table(title=f"runs in {root}")
-    for column in ("id", "status", "suites", "lengths", "cases", "recall", "created"):
-        table.add_column(column, no_wrap=column in ("id", "created"))
-    for store in stores:
-        table.add_row(*_row(store))
-    out.print(table)
+    out = _console()
+    if not stored and not compared:
+        out.print(f"no runs in {root}")
+        return
+    if stored:
+        table = Table(title=f"runs in {root}")
+        for column in RUN_COLUMNS:
+            table.add_column(column, no_wrap=column in ("id", "created"))
+        for record in stored:
+            table.add_row(*_run_row(record))
+        out.print(table)
+    if compared:
+        table = Table(title=f"compares in {root}")
+        for column in ("id", "variants (baseline first)", "runs", "created"):
+            table.add_column(column, no_wrap=column in ("id", "created"))
+        for entry in compared:
+            table.add_row(
+                entry.compare_id,
+                ", ".join(entry.labels),
+                ", ".join(run_dir.name for run_dir in entry.run_dirs),
+                _when(entry.created_at),
+            )
+        out.print(table)

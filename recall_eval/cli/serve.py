@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from recall_eval.api import TargetOptions
 from recall_eval.cli.app import app, console
-from recall_eval.cli.common import profile_overrides
 from recall_eval.errors import UserError
 from recall_eval.store import runs_home
 
@@ -56,11 +56,22 @@ def serve(
     from launchers.lifecycle import ServerStartError, launch, sigterm_raises_exit
     from launchers.profiles import resolve_profile
 
-    overrides = {**profile_overrides(locals()), "memory_limit_gb": memory_limit_gb}
+    target = TargetOptions(
+        index_k_dtype=index_k_dtype,
+        index_topk=index_topk,
+        mem_fraction_static=mem_fraction,
+        context_length=context_length,
+        model_path=model_path,
+        tp=tp,
+        port=port,
+    )
+    overrides = {**target.profile_overrides(), "memory_limit_gb": memory_limit_gb}
     resolved = resolve_profile(profile, overrides, profiles_file)
     logs = _log_dir(resolved.name, log_dir)
 
     def echo(line: str) -> None:
+        if line.startswith("ready in "):  # printed below on stdout, where scripts read it
+            return
         console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)  # log text is not markup
 
     with sigterm_raises_exit():

@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import suites  # noqa: E402
+from recall_eval.api.execute import http_client  # noqa: E402
 from recall_eval.calibration import CalibrationCache, Calibrator  # noqa: E402
-from recall_eval.cli.sweep_flow import http_client  # noqa: E402
 from recall_eval.client import ChatClient  # noqa: E402
 from recall_eval.grid import parse_depths, parse_lengths  # noqa: E402
 from recall_eval.runner import Runner, RunnerSettings  # noqa: E402

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from launchers.reference.engine import ReferenceEngine  # noqa: E402
 from launchers.reference.engine_api import EngineSettings  # noqa: E402
-from launchers.reference.evaluate import build_cases  # noqa: E402
+from launchers.reference.training.evaluate import build_cases  # noqa: E402
 
 ANSWER_TOKENS = 16
 MAX_NEW = 24

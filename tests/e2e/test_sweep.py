@@ -8,6 +8,7 @@ launched and stopped by the sweep itself).
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -57,8 +58,37 @@ def test_sweep_hits_lengths_in_server_tokens_and_writes_report(server, tmp_path)
         assert result.outcome in ("pass", "miss", "empty", "truncated")
         assert result.completion.ttft_s > 0 and result.completion.latency_s >= result.completion.ttft_s
     assert run.server_info["max_model_len"] == CONTEXT
-    assert "recall" in completed.stderr
+    # recall as the report states it, from the one formatting function
+    assert re.search(r"^recall \d+\.\d% \(Wilson \d+\.\d%-\d+\.\d%\), \d+/9 answered", completed.stderr, re.M)
     assert (report.parent / "calibration-cache.json").is_file()
+
+
+def test_lengths_a_suite_cannot_fill_use_smaller_forms_or_are_not_applicable(server, tmp_path):
+    """90 tokens: needle prompts fit, no config document does (not applicable: never sent, never counted);
+    338 tokens: every config case fits in a smaller layout. The sweep runs to the end."""
+    completed = run_cli(
+        "sweep", "--base-url", server.base_url, "--suite", "config,needle", "--lengths", "90,338",
+        "--depths", "0,100", "--trials", "2", "--max-tokens", "24", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    report = Path(completed.stdout.strip().splitlines()[-1])
+    run, results = load_run(report.parent)
+    assert run.status == "finished" and len(results) == 16
+    by_cell = {(r.suite, r.target_tokens): [] for r in results}
+    for result in results:
+        by_cell[(result.suite, result.target_tokens)].append(result)
+    for result in by_cell[("config", 90)]:
+        assert result.outcome == "not_applicable" and result.completion is None
+        assert "does not fit" in result.error and result.prompt_tokens > 90
+    for cell in (("config", 338), ("needle", 90), ("needle", 338)):
+        for result in by_cell[cell]:
+            assert result.outcome in ("pass", "miss", "empty", "truncated"), result
+            assert result.completion.prompt_tokens == result.prompt_tokens
+    assert {r.params["layout"] for r in by_cell[("config", 338)]} <= {"compact", "minimal"}
+    assert "not applicable 4" in completed.stderr
+    html = report.read_text()
+    assert html.count('class="num cell cell-na"') == 2  # config: 2 depths at 90 tokens
+    assert "could not be built" in html
 
 
 def test_lengths_beyond_the_context_are_too_long_and_the_run_continues(server, tmp_path):
@@ -100,6 +130,11 @@ def test_default_target_launches_the_reference_engine_and_stops_it(tmp_path):
     assert list(run_dir.glob("server-*.log")), list(run_dir.iterdir())
     port = int(run.server_info["base_url"].rsplit(":", 1)[1])
     assert _servers_on(port) == []
+    # the start banner is one line without shell syntax; readiness is said once
+    [banner] = [line for line in completed.stderr.splitlines() if line.startswith("starting main: ")]
+    assert "launchers.reference.server" in banner and banner.endswith("(full command in server-main.log)")
+    assert "${PYTHONPATH" not in completed.stderr
+    assert completed.stderr.count("ready in ") == 1
 
 
 def test_report_command_rerenders(server, tmp_path):

@@ -59,7 +59,7 @@ def test_plan_prints_the_precision_comparison_table(tmp_path, monkeypatch):
     for row_start in ("│ fp8 ", "│ fp4 ", "│ bf16 "):
         assert row_start in out
     assert "+651" in out and "sequences of 524,288 tokens" in out
-    assert "seed '~2.5 KB/token more'" in out
+    assert "the often-quoted '~2.5 KB/token more'" in out and "seed" not in out
 
 
 @pytest.mark.slow

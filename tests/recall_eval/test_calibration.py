@@ -9,7 +9,6 @@ import pytest
 
 import suites
 from recall_eval.calibration import CalibrationCache, Calibrator, recipe_id, tolerance
-from recall_eval.errors import BadInput
 from recall_eval.tokenization import TIKTOKEN_NAME, TiktokenTokenizer
 
 LENGTHS = (338, 1350, 5391, 22597)
@@ -72,9 +71,37 @@ async def test_subset_calibration_equals_full_calibration(tokenizer):
     assert subset == full[5:]
 
 
-async def test_target_below_the_smallest_prompt_is_bad_input(tokenizer):
-    with pytest.raises(BadInput, match="shorter than the smallest needle prompt"):
-        await Calibrator(tokenizer).calibrate(_recipes(lengths=(20,), depths=(50.0,)))
+async def test_target_below_every_form_is_not_applicable_with_the_reason(tokenizer):
+    (case,) = await Calibrator(tokenizer).calibrate(_recipes(lengths=(20,), depths=(50.0,)))
+    bare = await tokenizer.count_messages(case.messages)
+    assert case.prompt_tokens == bare > 20 + tolerance(20)
+    assert case.not_applicable is not None and f"takes {bare} tokens" in case.not_applicable
+    assert "20-token target" in case.not_applicable and case.tokenizer == TIKTOKEN_NAME
+
+
+async def test_short_targets_use_smaller_forms_of_the_same_case_before_giving_up(tokenizer):
+    """338 tokens: too short for most full config documents, but every format fits in a smaller layout,
+    and multi-turn facts=4 fits; 100 tokens: some forms still fit, others are not applicable."""
+    lengths, depths = (100, 338), (0.0, 50.0, 100.0)
+    recipes = [r for s in ("config", "multiturn") for r in suites.build_recipes(s, lengths, depths, 4, 5)]
+    cases = await Calibrator(tokenizer).calibrate(recipes)
+    assert [case.id for case in cases] == [recipe_id(recipe) for recipe in recipes]  # ids kept
+    layouts = {case.params["layout"] for case in cases if case.not_applicable is None}
+    assert {"compact", "minimal", "terse"} <= layouts
+    for recipe, case in zip(recipes, cases, strict=True):
+        if case.target_tokens == 338 or case.not_applicable is None:
+            assert case.not_applicable is None, case.not_applicable
+            # within tolerance, or one lumpy filler unit (a config block, a dialogue exchange) off it
+            assert abs(case.prompt_tokens - case.target_tokens) <= 40, (case.id, case.prompt_tokens)
+            assert case.expected[0] in case.messages[case.needle.message_index].content
+            assert all(d in "".join(m.content for m in case.messages) for d in case.distractors)
+        else:  # even the smallest form is too long, and was measured as such
+            smallest = recipe
+            while smallest.smaller() is not None:
+                smallest = smallest.smaller()
+            assert case.params["layout"] == smallest.layout
+            assert case.prompt_tokens == await tokenizer.count_messages(smallest.render(0).messages)
+    assert any(case.not_applicable for case in cases if case.target_tokens == 100)
 
 
 async def test_tiktoken_counts_template_overhead(tokenizer):

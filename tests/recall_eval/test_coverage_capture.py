@@ -10,7 +10,7 @@ import pytest
 from launchers.argv import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from launchers.reference.server_args import parse_server_args
-from recall_eval.cli.sweep import with_capture
+from recall_eval.api.sweeping import with_capture
 from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 

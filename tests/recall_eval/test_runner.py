@@ -117,17 +117,22 @@ async def test_outcomes_and_each_case_once(tmp_path, server):
         _case(2, "@long"),
         _case(3, "@e500"),
         _case(4, "huge", value="X").model_copy(update={"prompt_tokens": 5000}),
+        _case(5, "@die").model_copy(update={"not_applicable": "does not fit: takes 300 tokens"}),
     ]
     appended = await _runner(store, server, context_limit=4096, concurrency=3).run(cases)
-    assert appended == 5
+    assert appended == 6
     outcomes = {r.case_id: r.outcome for r in store.results()}
-    assert outcomes == {"c0": "pass", "c1": "miss", "c2": "too_long", "c3": "error", "c4": "too_long"}
+    assert outcomes == {
+        "c0": "pass", "c1": "miss", "c2": "too_long", "c3": "error", "c4": "too_long", "c5": "not_applicable"
+    }  # fmt: skip
     by_id = {r.case_id: r for r in store.results()}
     assert "not sent" in by_id["c4"].error
+    assert by_id["c5"].error == "does not fit: takes 300 tokens" and by_id["c5"].completion is None
+    assert server.launches == 1  # "@die" was never sent
     assert by_id["c0"].completion.ttft_s is not None and by_id["c0"].completion.prompt_tokens == 4
     # resume: nothing left to do, nothing appended twice
     assert await _runner(store, server).run(cases) == 0
-    assert len(store.results()) == 5
+    assert len(store.results()) == 6
 
 
 async def test_timeout_with_live_server_is_timeout(tmp_path, server):

@@ -10,7 +10,7 @@ import pytest
 
 from recall_eval.errors import UserError
 from recall_eval.store import RunStore, list_runs, load_run, new_run_id, runs_home
-from recall_eval.types import Result, Run, RunSpec
+from recall_eval.types import FORMAT_VERSION, Result, Run, RunSpec
 
 
 def _run(run_id: str = "r1") -> Run:
@@ -100,7 +100,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
 def test_open_errors_are_one_line(tmp_path):
     with pytest.raises(UserError, match="does not exist") as missing:
         RunStore.open(tmp_path / "nope")
-    assert "\n" not in str(missing.value)
+    assert "\n" not in str(missing.value) and missing.value.exit_code == 2  # bad input
     with pytest.raises(UserError, match="not a run directory"):
         RunStore.open(tmp_path)
     (tmp_path / "run.json").write_text("{}")
@@ -114,3 +114,15 @@ def test_list_runs_skips_non_runs(tmp_path):
     (tmp_path / "junk").mkdir()
     assert [s.run.run_id for s in list_runs(tmp_path)] == ["20240101-000000-aaaaaa", "20240102-000000-bbbbbb"]
     assert list_runs(tmp_path / "missing") == []
+
+
+def test_a_newer_run_format_is_refused_by_name(tmp_path):
+    run = Run(run_id="r", spec=RunSpec(lengths=(1000,), depths=(50.0,)), created_at=0.0)
+    store = RunStore.create(run, tmp_path)
+    data = json.loads((store.path / "run.json").read_text())
+    data.update(format_version=FORMAT_VERSION + 1, field_from_the_future=1)
+    (store.path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(
+        UserError, match=f"has run format {FORMAT_VERSION + 1}; this recall-eval reads format"
+    ):
+        RunStore.open(store.path)

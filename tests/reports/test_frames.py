@@ -155,3 +155,21 @@ def test_suites_and_tokenizers() -> None:
     assert frames.suites_in(results, planned=("needle", "config")) == ("needle", "config", "multiturn")
     with_tok = [r.model_copy(update={"tokenizer": "server:/v1/tokenize"}) for r in results] + [make("miss")]
     assert frames.tokenizers_used(with_tok) == {"server:/v1/tokenize": 2, "unknown": 1}
+
+
+def test_not_applicable_is_neither_recall_nor_infrastructure_nor_a_failure() -> None:
+    results = [
+        make("not_applicable", 338, 0, 0, suite="config"),
+        make("not_applicable", 338, 0, 1, suite="config"),
+        make("pass", 1000, 0, 0, suite="config"),
+        make("miss", 1000, 0, 1, suite="config"),
+        make("pass", 2000, 0, 0, suite="config"),
+    ]
+    summary = frames.summarize(results)
+    assert (summary.cases, summary.answered, summary.infra, summary.not_applicable) == (5, 3, 0, 2)
+    assert summary.recall == pytest.approx(2 / 3)
+    # 338 measured nothing, so it neither holds nor breaks the effective length
+    assert frames.recall_by_length(results) == {1000: 0.5, 2000: 1.0}
+    assert [r.outcome for r in frames.failures(results)] == ["miss"]
+    cell = frames.suite_grid(results, "config").cells[0][0]
+    assert (cell.answered, cell.infra, cell.not_applicable, cell.recall) == (0, 0, 2, None)

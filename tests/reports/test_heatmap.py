@@ -120,3 +120,10 @@ def test_png_is_deterministic_and_sized_to_the_grid() -> None:
     )
     big = Image.open(io.BytesIO(heatmap_png(big_grid, "needle")))
     assert big.width > small.width and small.width > 300 and small.height > 200
+
+
+def test_not_applicable_cell_reads_n_a_on_white() -> None:
+    grid = frames.suite_grid([make("not_applicable", 338, 0), make("pass", 1000, 0)], "needle")
+    assert cell_text(grid.cells[0][0]) == ("N/A", "prompt does not fit")
+    texts = [t.get_text() for t in heatmap_figure(grid, "needle").legends[0].get_texts()]
+    assert any(text.startswith("N/A") for text in texts), texts

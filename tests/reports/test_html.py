@@ -196,5 +196,5 @@ def test_module_entry_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     run_dir = build_sample_run(tmp_path)
     assert reports_main([str(run_dir)]) == 0
     assert capsys.readouterr().out.strip() == str(run_dir / "report.html")
-    assert reports_main([str(tmp_path / "missing")]) == 1
+    assert reports_main([str(tmp_path / "missing")]) == 2  # a wrong path is bad input
     assert "does not exist" in capsys.readouterr().err

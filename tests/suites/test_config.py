@@ -9,7 +9,7 @@ import tiktoken
 from recall_eval.types import CaseRecipe
 from suites import config_vocab
 from suites.config_formats import FORMATS, env_name, k8s_name
-from suites.config_recall import ConfigParams, ConfigRecipe, config_recipes
+from suites.config_recall import LAYOUTS, ConfigParams, ConfigRecipe, config_recipes
 from tests.suites import config_parsers as parsers
 
 MANY = ConfigParams(lengths=(500, 2000, 8000), depths=(0, 10, 25, 50, 75, 90, 100), trials=15, seed=11)
@@ -60,19 +60,31 @@ def test_deterministic_and_ids_stable(recipes: list[ConfigRecipe]) -> None:
     assert other.id != recipes[0].id and other.fact != recipes[0].fact
 
 
+def _in_layout(recipe: ConfigRecipe, layout: str) -> ConfigRecipe:
+    while recipe.layout != layout:
+        smaller = recipe.smaller()
+        assert smaller is not None and smaller.id == recipe.id
+        recipe = smaller
+    return recipe
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("filler_entries", [0, 3, 150])
 def test_one_correct_value_at_one_path_in_a_valid_document(
-    recipes: list[ConfigRecipe], filler_entries: int
+    recipes: list[ConfigRecipe], filler_entries: int, layout: str
 ) -> None:
-    for recipe in recipes:  # 315 cases over all formats and value types
+    for full in recipes:  # 315 cases over all formats and value types
+        recipe = _in_layout(full, layout)
         case = recipe.render(filler_entries)
+        assert case.params["layout"] == layout and case.id == full.id
+        assert case.messages[-1].content.endswith(full.render(0).messages[-1].content.rsplit("\n", 1)[1])
         content = case.messages[0].content
         value = case.expected[0]
         assert content.count(value) == 1, (recipe.fact.fmt, value)
         assert content[case.needle.char_start : case.needle.char_end] == value
         assert _lookup(recipe, _doc(content)) == value  # parses, path unique, value right
         assert case.params["path"] in content.rsplit("\n", 1)[1]
-        assert len(case.distractors) >= 4
+        assert len(case.distractors) >= {"full": 4, "compact": 2, "minimal": 1}[layout]
         for distractor in case.distractors:
             assert distractor not in value and value not in distractor
             assert distractor in content
@@ -132,3 +144,12 @@ def test_train_pool_uses_train_services_only() -> None:
         names = set(re.findall(r"[a-z]+(?=[_-](?:" + "|".join(config_vocab.ROLES) + r")\b)", content))
         assert names and not names & eval_services
         assert all(name in config_vocab.services("train") for name in names)
+
+
+def test_smaller_layouts_are_shorter(recipes: list[ConfigRecipe], encoder: tiktoken.Encoding) -> None:
+    for full in recipes[::5]:
+        sizes = [
+            len(encoder.encode(_in_layout(full, layout).render(0).messages[0].content)) for layout in LAYOUTS
+        ]
+        assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1], (full.fact.fmt, sizes)
+    assert _in_layout(recipes[0], LAYOUTS[-1]).smaller() is None

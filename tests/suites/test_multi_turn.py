@@ -50,10 +50,14 @@ def test_deterministic_and_ids_stable(recipes: list[MultiTurnRecipe]) -> None:
     assert all(r.render(0).id == r.render(3000).id == r.id for r in recipes[:20])
 
 
+@pytest.mark.parametrize("terse", [False, True])
 @pytest.mark.parametrize("filler_words", [0, 1, 400, 3000])
-def test_exactly_one_correct_answer(recipes: list[MultiTurnRecipe], filler_words: int) -> None:
-    for recipe in recipes:  # 336 cases
+def test_exactly_one_correct_answer(recipes: list[MultiTurnRecipe], filler_words: int, terse: bool) -> None:
+    for full in recipes:  # 336 cases
+        recipe = full.smaller() if terse else full
+        assert recipe is not None and recipe.id == full.id
         case = recipe.render(filler_words)
+        assert case.params["layout"] == ("terse" if terse else "full")
         roles = [m.role for m in case.messages]
         assert roles[0] == roles[-1] == "user"
         assert all(a != b for a, b in pairwise(roles)), "roles must alternate"
@@ -118,3 +122,19 @@ def test_train_pool_stays_in_the_train_pool() -> None:
         case = recipe.render(200)
         for value in (*case.expected, *case.distractors):
             assert value.split("-")[0] in code_words("train")
+
+
+def test_terse_form_is_shorter_and_keeps_who_stated_the_fact(
+    recipes: list[MultiTurnRecipe], encoder: tiktoken.Encoding
+) -> None:
+    for full in recipes[::7]:
+        terse = full.smaller()
+        assert terse is not None and terse.smaller() is None
+        a, b = full.render(0), terse.render(0)
+        assert (a.expected, a.distractors, a.messages[-1]) == (b.expected, b.distractors, b.messages[-1])
+        assert a.params["stated_by"] == b.params["stated_by"]
+
+        def size(case: Case) -> int:
+            return sum(len(encoder.encode(m.content)) for m in case.messages)
+
+        assert size(b) < size(a)

@@ -1,33 +1,51 @@
-"""The body of `recall-eval sweep`: reach the target, calibrate the grid, run it, keep run.json current."""
+"""Running one stored run: reach (or launch) the target, probe it, calibrate the pending cases, run
+them, and keep run.json current however the run ends."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
-import typer
-from rich.console import Console
-from rich.text import Text
 
 import suites
+from recall_eval.api.hooks import Hooks
+from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
-from recall_eval.cli.common import finish_run, versions
-from recall_eval.cli.progress import SweepProgress
 from recall_eval.client import ChatClient
-from recall_eval.errors import BadInput, UserError
+from recall_eval.errors import UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore
 from recall_eval.tokenization import probe_tokenizer
-from recall_eval.types import Case, CaseRecipe, Endpoint, Profile, RunSpec, ServerHandle
+from recall_eval.types import Case, CaseRecipe, Endpoint, Profile, RunSpec, RunStatus, ServerHandle
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("recall-eval")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def versions(server_version: str | None = None) -> dict[str, str]:
+    found = {"recall-eval": package_version(), "python": platform.python_version()}
+    if server_version:
+        found["server"] = server_version
+    return found
+
+
+def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
+    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
 
 
 @dataclass
@@ -42,7 +60,7 @@ class Target:
 
 
 @contextmanager
-def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[Target]:
+def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
     if profile.engine == "external":
         assert profile.base_url is not None
@@ -50,17 +68,11 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
         return
     from launchers.lifecycle import launch, sigterm_raises_exit
 
-    def echo(line: str) -> None:
-        console.print(Text(line, style="dim"), highlight=False)  # log text is not markup
-
     with sigterm_raises_exit():
-        with console.status(f"starting the {profile.name} server ({profile.engine})..."):
+        with hooks.launching(profile):
             # the runner owns the relaunch retries; one attempt per relaunch here
-            server = launch(profile, log_dir, echo=echo, relaunch_attempts=1)
-        with server:
-            console.print(
-                f"server {profile.name} ready at {server.endpoint.base_url} in {server.time_to_ready_s:.1f}s"
-            )
+            server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
+        with server:  # the launcher has said, through hooks.server_output, that it is ready
             yield Target(
                 base_url=server.endpoint.base_url,
                 model=server.endpoint.model,
@@ -70,33 +82,22 @@ def open_target(profile: Profile, log_dir: Path, console: Console) -> Iterator[T
             )
 
 
-@dataclass(frozen=True)
-class StopMessages:
-    """What to tell the user when a run stops early; `sweep` and `compare` word the way back apart."""
-
-    interrupted: str  # after Ctrl-C (rich markup)
-    stopped: Callable[[SweepStopped], str]  # the runner gave up (server died, too many errors)
-    failed: Callable[[UserError], str]  # bad state or input met on the way
-
-
-def run_recorded(store: RunStore, profile: Profile, console: Console, messages: StopMessages) -> None:
+def run_recorded(store: RunStore, profile: Profile, hooks: Hooks) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
-    whatever happens (Ctrl-C included)."""
+    whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early."""
+    label = store.run.spec.variant
     try:
-        with open_target(profile, store.path, console) as target:
-            asyncio.run(run_sweep(store, target, console))
+        with open_target(profile, store.path, hooks) as target:
+            asyncio.run(run_sweep(store, target, hooks))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
-        console.print(messages.interrupted, highlight=False)
-        raise typer.Exit(130) from None
+        raise RunInterrupted(store.path, label) from None
     except SweepStopped as err:
         finish_run(store, "failed", str(err))
-        raise UserError(messages.stopped(err)) from err
+        raise RunStopped(UserError(str(err)), store.path, label, gave_up=True) from err
     except UserError as err:
         finish_run(store, "failed", str(err))
-        if isinstance(err, BadInput):
-            raise BadInput(messages.failed(err)) from err
-        raise UserError(messages.failed(err), err.exit_code) from err
+        raise RunStopped(err, store.path, label, gave_up=False) from err
     except Exception as err:
         finish_run(store, "failed", f"{type(err).__name__}: {err}")
         raise
@@ -128,7 +129,7 @@ def check_reachable(profile: Profile) -> None:
     asyncio.run(probe())
 
 
-async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
+async def run_sweep(store: RunStore, target: Target, hooks: Hooks) -> None:
     """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish."""
     spec = store.run.spec
     async with http_client() as http:
@@ -146,9 +147,10 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
         endpoint = Endpoint(base_url=target.base_url, model=facts.model)
         tokenizer = await probe_tokenizer(endpoint, http)
         if not tokenizer.exact:
-            console.print(
-                f"[yellow]note:[/yellow] {target.base_url} has no /v1/tokenize; lengths are measured with "
-                f"{tokenizer.name} and an approximate chat template, so they are approximate for this model"
+            hooks.note(
+                f"{target.base_url} has no /v1/tokenize; lengths are measured with {tokenizer.name} "
+                "and an approximate chat template, so they are approximate for this model",
+                level="warning",
             )
         client = ChatClient(endpoint, http, request_timeout_s=spec.request_timeout_s)
         if spec.capture_indexer and not tokenizer.exact:
@@ -164,8 +166,7 @@ async def run_sweep(store: RunStore, target: Target, console: Console) -> None:
         to_calibrate = {recipe_id(recipe) for recipe in fits} - done
         cache = CalibrationCache.load(store.path)
         already = [result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes}]
-        with SweepProgress(
-            console,
+        with hooks.sweep_progress(
             total=len(recipes),
             already_done=len(already),
             already_passed=sum(r.outcome == "pass" for r in already),

@@ -6,8 +6,8 @@ prompt (chat template + generation prompt) has at most `length` tokens of our to
 close as the filler's word steps allow. The answer is the model's greedy continuation until
 <|end|> (at most 24 tokens), scored by recall_eval.scoring (the expected value, case-insensitive).
 
-    python -m launchers.reference.evaluate --device cuda --out eval.json --md eval.md
-    python -m launchers.reference.evaluate --engine --lengths 4096 --dtypes bf16 --topks 512   # CPU engine
+    python -m launchers.reference.training.evaluate --device cuda --out eval.json --md eval.md
+    python -m launchers.reference.training.evaluate --engine --lengths 4096 --dtypes bf16 --topks 512   # CPU engine
 
 --device runs the batched greedy decoder (greedy.py, the training code path, fp32); --engine runs
 the served engine itself (KV pool, prefill + decode), one case at a time.
@@ -113,8 +113,8 @@ def run_batched(
     partial: Path | None = None,
 ) -> list[dict]:
     """Batched greedy decoding on `device`; rows are also written to `partial` after each length."""
-    from launchers.reference.greedy import greedy_from_states, prompt_states
     from launchers.reference.model import ReferenceModel
+    from launchers.reference.training.greedy import greedy_from_states, prompt_states
 
     torch.backends.cuda.matmul.allow_tf32 = False
     model = ReferenceModel.load(weights, device=device)
@@ -271,7 +271,7 @@ def markdown_table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m launchers.reference.evaluate", description=__doc__.split("\n")[0]
+        prog="python -m launchers.reference.training.evaluate", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--lengths", default=",".join(map(str, DEFAULT_LENGTHS)))
     parser.add_argument("--depths", default=",".join(f"{d:g}" for d in DEFAULT_DEPTHS))

@@ -7,7 +7,13 @@ import re
 
 import numpy as np
 
-from launchers.reference.train_data import CODE_RE, Sample, make_batch, randomize_key, randomize_value
+from launchers.reference.training.train_data import (
+    CODE_RE,
+    Sample,
+    make_batch,
+    randomize_key,
+    randomize_value,
+)
 
 MESSAGES = [
     {"role": "user", "content": "Fog. The secret code for the Sundial archive is ROBIN-1158-FINCH. Rain.\n\n"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launchers.reference.tokenizer import ChatTokenizer, render_chat
-from launchers.reference.train_data import Sample, encode_examples, randomize_key, randomize_value
+from launchers.reference.training.train_data import Sample, encode_examples, randomize_key, randomize_value
 
 CODE_RE = re.compile(r"\b[A-Z]{3,}-\d{4}-[A-Z]{3,}\b")
 TOKENS_PER_WORD = 1.19  # measured on needle documents with the shipped tokenizer
@@ -66,6 +66,11 @@ class ShardSpec:
     randomize: float  # share of examples whose code value is replaced by a random code
     tokenizer_path: str
     randomize_keys: float = 0.0  # share of examples whose key name is replaced by a random name
+
+
+def make_kind_shard(spec: ShardSpec) -> tuple[str, list[Sample]]:
+    """(kind, samples) of a one-kind shard, so that training can keep curves per kind."""
+    return "+".join(spec.kinds), make_shard(spec)
 
 
 def make_shard(spec: ShardSpec) -> list[Sample]:

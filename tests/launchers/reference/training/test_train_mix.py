@@ -14,7 +14,7 @@ import pytest
 from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
-from launchers.reference.train import shard_specs, validation_score, validation_sets
+from launchers.reference.training.train import shard_specs, validation_score, validation_sets
 
 TOKENIZER = str(WEIGHTS_DIR / "tokenizer.json")
 TOK = ChatTokenizer(Path(TOKENIZER))
@@ -54,7 +54,9 @@ def test_short_cpu_warm_start_on_all_kinds_writes_a_loadable_checkpoint(tmp_path
     args = ["train", "--init", str(WEIGHTS_DIR), "--out", str(out), "--device", "cpu", "--minutes", "0.1",
             "--kinds", "needle,config,multiturn", "--shards", "3", "--workers", "1", "--val-cases", "1",
             "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096", "--max-tokens", "800"]  # fmt: skip
-    subprocess.run([sys.executable, "-m", "launchers.reference.train", *args], check=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "launchers.reference.training.train", *args], check=True, timeout=600
+    )
     meta = json.loads((out / "training.json").read_text())
     assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config@400", "multiturn@400"}
     assert meta["args"]["kinds"] == "needle,config,multiturn"

@@ -1,0 +1,48 @@
+"""recall-eval as a library: what the CLI calls, usable from a notebook or a script.
+
+    from recall_eval import api
+    run = api.sweep(lengths="338..4096", depths="0,50,100", trials=1)   # launches the reference engine
+    run.recall, run.path, run.results                                    # a RunRecord
+    same = api.load_run(run.path)
+
+Functions: sweep, resume, compare, load_run, runs, compares. Options are typed (SweepOptions, CompareOptions,
+ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions); every field defaults to None
+(unset), and the defaults live once in recall_eval.api.options. Progress and notes go to a Hooks
+object (default: the `recall_eval` logger).
+"""
+
+from recall_eval.api.comparing import compare
+from recall_eval.api.hooks import Hooks, SweepProgress
+from recall_eval.api.options import (
+    CompareOptions,
+    GridOptions,
+    RequestOptions,
+    ResumeOptions,
+    SweepOptions,
+    TargetOptions,
+)
+from recall_eval.api.reading import CompareEntry, compares, load_run, runs
+from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
+from recall_eval.api.sweeping import resume, sweep
+
+__all__ = [
+    "CompareEntry",
+    "CompareOptions",
+    "CompareRecord",
+    "GridOptions",
+    "Hooks",
+    "RequestOptions",
+    "ResumeOptions",
+    "RunInterrupted",
+    "RunRecord",
+    "RunStopped",
+    "SweepOptions",
+    "SweepProgress",
+    "TargetOptions",
+    "compare",
+    "compares",
+    "load_run",
+    "resume",
+    "runs",
+    "sweep",
+]

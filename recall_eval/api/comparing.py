@@ -1,0 +1,219 @@
+"""compare: one sweep per variant on identical cases, then a compare directory with its report.
+
+Each variant is a set of profile overrides or a profile name (recall_eval.variants has the syntax);
+with base_urls given (one per variant), the variants are labels for running servers, matched by order.
+Every variant gets the same RunSpec apart from its label, so the same seed gives the same cases (the
+same case ids; lengths are calibrated to each server's tokenizer). Servers start one after another,
+each stopped before the next starts.
+
+Reuse policy: a finished run with an identical spec (label aside) and target is reused; an interrupted
+or failed one is resumed; otherwise the variant runs from scratch. The compare directory,
+runs/compare-<id>/, is named by what is compared, so a rerun of the same compare re-renders the same
+report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recall_eval.api.execute import check_reachable, versions
+from recall_eval.api.hooks import Hooks
+from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, updated
+from recall_eval.api.records import CompareRecord, RunRecord
+from recall_eval.api.sweeping import build_spec, execute, external_profile, with_capture
+from recall_eval.errors import BadInput, UserError
+from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
+from recall_eval.types import Profile, Run, RunSpec
+from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variants
+
+# Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
+_IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
+_RESUMABLE = ("interrupted", "failed")  # not "running": another process may still be writing it
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    label: str
+    spec: RunSpec  # the compare's spec with variant=label
+    profile: Profile  # resolved (launched), or engine="external" with base_url
+
+
+def _same_spec(a: RunSpec, b: RunSpec) -> bool:
+    return a.model_copy(update={"variant": ""}) == b.model_copy(update={"variant": ""})
+
+
+def target_key(profile: Profile) -> dict[str, Any]:
+    """What identifies a target for reuse: the server at a URL, or a profile's result-relevant fields."""
+    if profile.engine == "external":
+        return {"base_url": (profile.base_url or "").rstrip("/"), "model": profile.served_model_name}
+    return profile.model_dump(mode="json", exclude=set(_IRRELEVANT_PROFILE_FIELDS))
+
+
+def matching_runs(planned: PlannedVariant, root: Path | None = None) -> list[RunStore]:
+    """Stored runs with the variant's spec (label aside) and target, oldest first."""
+    wanted = target_key(planned.profile)
+    return [
+        store
+        for store in list_runs(root)
+        if store.run.profile is not None
+        and _same_spec(store.run.spec, planned.spec)
+        and target_key(store.run.profile) == wanted
+    ]
+
+
+def compare_id(planned: Sequence[PlannedVariant]) -> str:
+    """Named by what is compared (labels, spec, targets): the same compare maps to the same directory."""
+    payload = [
+        {"label": p.label, "spec": p.spec.model_dump(mode="json"), "target": target_key(p.profile)}
+        for p in planned
+    ]
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", "-vs-".join(p.label for p in planned)).strip("-")[:40]
+    return f"{slug}-{digest[:8]}" if slug else digest[:12]
+
+
+def plan_variants(
+    labels: Sequence[str],
+    spec: RunSpec,
+    base_urls: Sequence[str] | None = None,
+    model: str | None = None,
+    profile: str | None = None,
+    profiles_file: Path | None = None,
+) -> list[PlannedVariant]:
+    """Resolve every variant before anything starts, so a bad one fails at once (BadInput)."""
+    if base_urls:
+        check_labels(labels)
+        if profile or profiles_file:
+            raise BadInput("--base-url compares running servers: drop --profile/--profiles-file")
+        if len(base_urls) != len(labels):
+            raise BadInput(
+                f"give --base-url once per variant: {len(labels)} variants, {len(base_urls)} --base-url"
+            )
+        return [
+            PlannedVariant(label, spec.model_copy(update={"variant": label}), external_profile(url, model))
+            for label, url in zip(labels, base_urls, strict=True)
+        ]
+    if model:
+        raise BadInput("--model names the model of a running server: use it with --base-url")
+    from launchers.profiles import load_profiles, resolve_profile
+
+    parsed = parse_variants(labels)
+    known = load_profiles(profiles_file)
+    for variant in parsed:
+        if variant.profile is not None and variant.profile not in known:
+            raise BadInput(
+                f"variant {variant.label!r}: unknown profile {variant.profile!r}; {VARIANT_SYNTAX}; "
+                f"known profiles: {', '.join(sorted(known))}"
+            )
+    return [
+        PlannedVariant(
+            variant.label,
+            spec.model_copy(update={"variant": variant.label}),
+            resolve_profile(variant.profile or profile or DEFAULT_PROFILE, variant.overrides, profiles_file),
+        )
+        for variant in parsed
+    ]
+
+
+def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> RunRecord:
+    """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
+    label = planned.label
+    matches = matching_runs(planned) if reuse else []
+    finished = [store for store in matches if store.run.status == "finished"]
+    if finished:
+        store = finished[-1]
+        hooks.note(f"{label}: reusing run {store.run.run_id} ({store.path})")
+        if not (store.path / "report.html").is_file():
+            import reports
+
+            reports.render_report(store.path)
+        return RunRecord.from_store(store, reused=True)
+    if planned.profile.engine == "external":
+        check_reachable(planned.profile)
+    resumable = [store for store in matches if store.run.status in _RESUMABLE]
+    if resumable:
+        store = resumable[-1]
+        hooks.note(f"{label}: resuming run {store.run.run_id} ({store.path})")
+        store.write_run(store.run.model_copy(update={"status": "running", "note": None}))
+    else:
+        run = Run(
+            run_id=new_run_id(planned.spec),
+            spec=planned.spec,
+            profile=planned.profile,
+            versions=versions(),
+            created_at=time.time(),
+        )
+        store = RunStore.create(run, runs_home())
+        hooks.note(f"{label}: run {run.run_id} -> {store.path}")
+    return execute(store, planned.profile, hooks)
+
+
+def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
+    """Write runs/compare-<id>/compare.json and render compare.html; returns the html's path."""
+    from reports.compare_report import (
+        COMPARE_FILE,
+        CompareManifest,
+        CompareVariant,
+        read_manifest,
+        relative_run_dir,
+        write_compare,
+    )
+
+    compare_dir = runs_home() / f"compare-{compare_id(planned)}"
+    created_at = time.time()
+    if (compare_dir / COMPARE_FILE).is_file():
+        try:
+            created_at = read_manifest(compare_dir).created_at
+        except UserError:
+            pass  # a broken compare.json is rewritten below
+    manifest = CompareManifest(
+        compare_id=compare_dir.name,
+        created_at=created_at,
+        command=command,
+        variants=tuple(
+            CompareVariant(label=p.label, run_dir=relative_run_dir(compare_dir, run.path), reused=run.reused)
+            for p, run in zip(planned, runs, strict=True)
+        ),
+    )
+    return write_compare(compare_dir, manifest)
+
+
+def compare(
+    variants: Sequence[str],
+    options: CompareOptions | None = None,
+    /,
+    *,
+    hooks: Hooks | None = None,
+    command: str | None = None,
+    **fields: Any,
+) -> CompareRecord:
+    """Compare server variants on identical cases; returns the compare directory and each variant's run.
+
+    `variants`: profile overrides ("fp8", "bf16", "topk=1024", "fp8,topk=1024"), a profile name, or
+    both ("dsv4-flash:bf16,topk=1024"); with base_urls, free labels of the running servers. Options as
+    in `sweep` (a CompareOptions, flat keywords, or both). `command` is recorded in compare.json
+    (default: the equivalent `recall-eval compare` line). Raises like `sweep`; RunStopped and
+    RunInterrupted carry the variant's label.
+    """
+    options = updated(options or CompareOptions(), **fields)
+    hooks = hooks or Hooks()
+    spec = build_spec(options.grid, options.request, capture_indexer=options.capture_indexer)
+    planned = [
+        PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
+        for p in plan_variants(
+            list(variants), spec, options.base_urls, options.model, options.profile, options.profiles_file
+        )
+    ]
+    runs = [obtain_run(p, hooks, reuse=not options.rerun) for p in planned]
+    html = write_compare_dir(planned, runs, command or shlex.join(["recall-eval", "compare", *variants]))
+    return CompareRecord(
+        path=html.parent, report=html, labels=tuple(p.label for p in planned), runs=tuple(runs)
+    )

@@ -1,0 +1,96 @@
+"""What a caller sees while the library works: notes, server output, and sweep progress.
+
+The library calls these and never prints. `Hooks()` logs notes through the `recall_eval` logger and
+shows no progress; the CLI passes its own subclass that draws rich progress bars.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from recall_eval.types import Case, Profile, Result
+
+if TYPE_CHECKING:
+    from recall_eval.api.records import RunRecord
+
+log = logging.getLogger("recall_eval")
+
+NoteLevel = Literal["info", "warning"]
+
+
+class SweepProgress(Protocol):
+    """Progress of one sweep: calibration, then the cases. A context manager around both."""
+
+    def __enter__(self) -> SweepProgress: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None: ...
+
+    def log(self, message: str) -> None:
+        """A line about the sweep (runner events, calibration summary)."""
+
+    def start_calibration(self, count: int) -> None: ...
+
+    def calibrated(self, case: Case) -> None: ...
+
+    def start_run(self) -> None: ...
+
+    def started(self, case: Case) -> None: ...
+
+    def finished(self, result: Result) -> None: ...
+
+
+class QuietProgress:
+    """SweepProgress that shows nothing but the log lines (to the `recall_eval` logger)."""
+
+    def __enter__(self) -> QuietProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def log(self, message: str) -> None:
+        log.info(message)
+
+    def start_calibration(self, count: int) -> None:
+        pass
+
+    def calibrated(self, case: Case) -> None:
+        pass
+
+    def start_run(self) -> None:
+        pass
+
+    def started(self, case: Case) -> None:
+        pass
+
+    def finished(self, result: Result) -> None:
+        pass
+
+
+class Hooks:
+    """Callbacks of sweep/compare/resume. Subclass and override what you want to show."""
+
+    def note(self, text: str, level: NoteLevel = "info") -> None:
+        """One line for the user: a run was created or reused, a server is ready, a caveat."""
+        log.log(logging.WARNING if level == "warning" else logging.INFO, text)
+
+    def server_output(self, line: str) -> None:
+        """A line from the launcher while a server starts (its command, its readiness)."""
+        log.info(line)
+
+    def launching(self, profile: Profile) -> AbstractContextManager[object]:
+        """Held while the profile's server starts (the CLI shows a spinner)."""
+        return nullcontext()
+
+    def sweep_progress(self, total: int, already_done: int, already_passed: int) -> SweepProgress:
+        """Progress of one sweep over `total` cases, `already_done` of them stored before (resume)."""
+        return QuietProgress()
+
+    def run_done(self, record: RunRecord) -> None:
+        """A run finished (its report rendered, when asked for); not called for a reused run."""
+        log.info("%s: %s of %s answered cases passed", record.run_id, record.passes, record.answered)

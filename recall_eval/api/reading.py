@@ -1,0 +1,71 @@
+"""Reading stored runs: one run directory, every run under the runs home, and the compare directories."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from recall_eval.api.records import RunRecord
+from recall_eval.errors import UserError
+from recall_eval.store import RunStore, list_runs, runs_home
+
+
+def load_run(path: Path | str) -> RunRecord:
+    """The run in `path` (a runs/<run-id> directory): run.json, its results, its report if rendered.
+
+    Raises UserError when `path` is not a run directory or run.json does not parse.
+    """
+    return RunRecord.from_store(RunStore.open(Path(path)))
+
+
+def _root(home: Path | str | None) -> Path:
+    return Path(home) if home is not None else runs_home()
+
+
+def runs(home: Path | str | None = None) -> list[RunRecord]:
+    """Every run under `home` (default: $RECALL_EVAL_HOME, else ./runs), oldest first."""
+    return [RunRecord.from_store(store) for store in list_runs(_root(home))]
+
+
+@dataclass(frozen=True)
+class CompareEntry:
+    """A compare directory as listed: its variants and their run directories (not loaded)."""
+
+    path: Path  # runs/compare-<id>
+    compare_id: str
+    created_at: float
+    command: str | None  # the command line that made it
+    labels: tuple[str, ...]  # the variants, baseline first
+    run_dirs: tuple[Path, ...]  # each variant's run directory
+    report: Path | None  # compare.html, when rendered
+
+
+def compares(home: Path | str | None = None) -> list[CompareEntry]:
+    """Every compare directory under `home`, oldest first; one with a broken compare.json is skipped."""
+    from reports.compare_report import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
+
+    root = _root(home)
+    if not root.is_dir():
+        return []
+    entries = []
+    for child in sorted(root.iterdir()):
+        if not (child / COMPARE_FILE).is_file():
+            continue
+        try:
+            manifest = read_manifest(child)
+        except UserError:
+            continue
+        html = child / COMPARE_HTML
+        entries.append(
+            CompareEntry(
+                path=child,
+                compare_id=manifest.compare_id,
+                created_at=manifest.created_at,
+                command=manifest.command,
+                labels=tuple(item.label for item in manifest.variants),
+                run_dirs=tuple(Path(os.path.normpath(run_dir_of(child, item))) for item in manifest.variants),
+                report=html if html.is_file() else None,
+            )
+        )
+    return sorted(entries, key=lambda entry: entry.created_at)

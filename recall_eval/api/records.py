@@ -1,0 +1,115 @@
+"""What the library returns and raises: a stored run, a compare, and how a run stopped early."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from recall_eval.errors import UserError
+from recall_eval.stats import recall_counts
+from recall_eval.store import RunStore
+from recall_eval.types import Profile, Result, Run
+
+REPORT_FILE = "report.html"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run directory as loaded: run.json, every stored result, and its report if rendered."""
+
+    path: Path  # the run directory (runs/<run-id>)
+    run: Run  # run.json: spec, profile, server info, versions, status
+    results: tuple[Result, ...]  # results.jsonl, one per finished case, in the order they finished
+    report: Path | None = None  # report.html, when it exists
+    reused: bool = False  # compare only: a finished run found in the store, not run again
+
+    @classmethod
+    def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:
+        report = store.path / REPORT_FILE
+        return cls(
+            path=store.path,
+            run=store.run,
+            results=tuple(store.results()),
+            report=report if report.is_file() else None,
+            reused=reused,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def status(self) -> str:
+        """running, interrupted, finished or failed (as in run.json)."""
+        return self.run.status
+
+    @property
+    def variant(self) -> str:
+        return self.run.spec.variant
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.run.profile
+
+    @property
+    def cases_total(self) -> int:
+        """Cases in the run's grid (suites x lengths x depths x trials)."""
+        spec = self.run.spec
+        return len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
+
+    @property
+    def cases_done(self) -> int:
+        return len({result.case_id for result in self.results})
+
+    @property
+    def passes(self) -> int:
+        return recall_counts(self.results)[0]
+
+    @property
+    def answered(self) -> int:
+        """Cases answered by a live model (the recall denominator; infrastructure outcomes excluded)."""
+        return recall_counts(self.results)[1]
+
+    @property
+    def recall(self) -> float | None:
+        """Passes over answered cases, all suites pooled; None when nothing was answered."""
+        passes, answered = recall_counts(self.results)
+        return passes / answered if answered else None
+
+
+@dataclass(frozen=True)
+class CompareRecord:
+    """A compare directory and the run of each variant, in the variants' order."""
+
+    path: Path  # runs/compare-<id>
+    report: Path  # compare.html
+    labels: tuple[str, ...]
+    runs: tuple[RunRecord, ...]
+
+
+class RunStopped(UserError):
+    """A run ended early and was marked failed in run.json; str() says why.
+
+    `gave_up`: the runner stopped (server died, too many errors): resuming may finish it. Otherwise a
+    UserError was met on the way; with exit_code 2 it was bad input stored in the spec, which a resume
+    would meet again.
+    """
+
+    def __init__(self, reason: UserError, run_dir: Path, label: str, gave_up: bool):
+        super().__init__(str(reason), reason.exit_code)
+        self.run_dir = run_dir
+        self.label = label
+        self.gave_up = gave_up
+
+    @property
+    def bad_input(self) -> bool:
+        return self.exit_code == 2
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: run.json says interrupted; resume finishes it."""
+
+    def __init__(self, run_dir: Path, label: str):
+        super().__init__(f"run {run_dir} interrupted")
+        self.run_dir = run_dir
+        self.label = label

@@ -1,0 +1,212 @@
+"""sweep and resume: build the RunSpec and Profile from options, create or reopen the run directory,
+run it (launching the server when a profile is given), render its report."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import suites
+from recall_eval.api.execute import check_reachable, run_recorded, versions
+from recall_eval.api.hooks import Hooks
+from recall_eval.api.options import (
+    DEFAULT_GRID,
+    DEFAULT_PROFILE,
+    DEFAULT_REQUEST,
+    DEFAULT_VARIANT,
+    GridOptions,
+    RequestOptions,
+    ResumeOptions,
+    SweepOptions,
+    TargetOptions,
+    flag_of,
+    given,
+    resolved,
+    updated,
+)
+from recall_eval.api.records import RunRecord
+from recall_eval.errors import BadInput, UserError
+from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.store import RunStore, new_run_id, runs_home
+from recall_eval.types import Profile, Run, RunSpec
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _spec_text(value: str | Sequence[Any]) -> str:
+    return value if isinstance(value, str) else ",".join(str(item) for item in value)
+
+
+def _at_least(flag: str, value: float | None, minimum: float) -> None:
+    if value is not None and value < minimum:
+        raise BadInput(f"{flag} {value:g}: must be at least {minimum:g}")
+
+
+def check_request(request: RequestOptions) -> None:
+    """BadInput for request options out of range (before anything starts)."""
+    _at_least(flag_of(request, "concurrency"), request.concurrency, 1)
+    timeout = request.request_timeout_s
+    if timeout is not None and timeout <= 0:
+        raise BadInput(f"{flag_of(request, 'request_timeout_s')} {timeout:g}: must be above 0")
+
+
+def build_spec(
+    grid: GridOptions, request: RequestOptions, variant: str | None = None, capture_indexer: bool = False
+) -> RunSpec:
+    """The RunSpec of a new run: given options, else the defaults (BadInput for a malformed one)."""
+    for name in ("trials", "max_tokens"):
+        _at_least(flag_of(grid, name), getattr(grid, name), 1)
+    check_request(request)
+    grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
+    assert grid.suites and grid.lengths and grid.depths  # filled by the defaults
+    return RunSpec(
+        suites=parse_suites(_spec_text(grid.suites), tuple(sorted(suites.SUITES))),
+        lengths=parse_lengths(_spec_text(grid.lengths)),
+        depths=parse_depths(_spec_text(grid.depths)),
+        trials=grid.trials,
+        seed=grid.seed,
+        max_tokens=grid.max_tokens,
+        concurrency=request.concurrency,
+        request_timeout_s=request.request_timeout_s,
+        variant=variant or DEFAULT_VARIANT,
+        capture_indexer=capture_indexer,
+    )
+
+
+def external_profile(base_url: str, model: str | None) -> Profile:
+    """The target for a running server given by base_url (BadInput for something that is not a URL)."""
+    if not re.match(r"https?://[^/\s]+", base_url):
+        raise BadInput(f"--base-url {base_url!r}: write a URL like http://127.0.0.1:30000")
+    return Profile(name="external", engine="external", base_url=base_url.rstrip("/"), served_model_name=model)
+
+
+def build_profile(target: TargetOptions) -> Profile:
+    """The Profile to launch (the named profile with overrides), or the running server at base_url."""
+    overrides = target.profile_overrides()
+    if target.base_url:
+        if target.profile or any(value is not None for value in overrides.values()):
+            raise BadInput("--base-url targets a running server: drop --profile and the profile overrides")
+        return external_profile(target.base_url, target.model)
+    if target.model:
+        raise BadInput("--model names the model of a running server: use it with --base-url")
+    from launchers.profiles import resolve_profile
+
+    return resolve_profile(target.profile or DEFAULT_PROFILE, overrides, target.profiles_file)
+
+
+def with_capture(profile: Profile, capture: bool) -> Profile:
+    """A launched server must be started with --enable-return-indexer-topk to return selections."""
+    if not capture or profile.engine == "external":
+        return profile
+    if profile.pd:
+        raise BadInput(
+            f"--capture-indexer: profile {profile.name!r} is PD-disaggregated; its decode server never computes "
+            "the prompt positions, so their indexer rows are not its own. Use a single-server profile"
+        )
+    return profile.model_copy(update={"enable_return_indexer_topk": True})
+
+
+def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunStore:
+    root, run_id = runs_home(), new_run_id(spec)
+    if out:
+        text = str(out)
+        if isinstance(out, Path) or "/" in text or Path(text).is_dir():
+            root = Path(out)
+        elif _RUN_ID.fullmatch(text):
+            run_id = text
+        else:
+            raise BadInput(f"--out {text!r}: give a directory (runs are created inside it) or a run id")
+    run = Run(run_id=run_id, spec=spec, profile=profile, versions=versions(), created_at=time.time())
+    return RunStore.create(run, root)
+
+
+def execute(store: RunStore, profile: Profile, hooks: Hooks, render: bool = True) -> RunRecord:
+    """Run a stored run's pending cases against `profile`, then render its report."""
+    run_recorded(store, profile, hooks)
+    if render:
+        import reports
+
+        reports.render_report(store.path)
+    record = RunRecord.from_store(store)
+    hooks.run_done(record)
+    return record
+
+
+def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None, **fields: Any) -> RunRecord:
+    """Run the recall grid (suites x lengths x depths x trials) against a server; returns the stored run.
+
+    Give a SweepOptions, flat keywords (`sweep(lengths="338..4096", trials=1, base_url=...)`), or both
+    (keywords win). Unset options take the defaults in recall_eval.api.options. With `base_url` the
+    running server is used; otherwise the profile's server (default: the embedded reference engine) is
+    launched for the sweep and stopped after it. Raises BadInput for bad options (nothing is created),
+    UserError when the server cannot be reached, RunStopped when the run ends early (run.json says
+    why; `resume` finishes it), RunInterrupted on Ctrl-C.
+    """
+    options = updated(options or SweepOptions(), **fields)
+    hooks = hooks or Hooks()
+    spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
+    profile = with_capture(build_profile(options.target), options.capture_indexer)
+    if profile.engine == "external":  # fail before creating a run directory
+        check_reachable(profile)
+    store = _new_store(spec, profile, options.out)
+    hooks.note(f"run {store.run.run_id} -> {store.path}")
+    return execute(store, profile, hooks, render=options.render_report)
+
+
+def resume_options(options: SweepOptions) -> ResumeOptions:
+    """The part of sweep options a resume takes; BadInput naming the options it does not take."""
+    refused = [flag_of(options.grid, name) for name in given(options.grid)]
+    refused += [
+        flag_of(options.target, name) for name in given(options.target) if name not in ("base_url", "port")
+    ]
+    refused += ["--variant"] * (options.variant is not None) + ["--out"] * (options.out is not None)
+    refused += ["--capture-indexer"] * options.capture_indexer
+    if refused:
+        raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
+    return ResumeOptions(
+        request=options.request,
+        base_url=options.target.base_url,
+        port=options.target.port,
+        render_report=options.render_report,
+    )
+
+
+def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
+    store = RunStore.open(run_dir)
+    profile = store.run.profile
+    if profile is None:
+        raise UserError(f"{run_dir}/run.json has no profile; it cannot be resumed")
+    if options.base_url:
+        profile = profile.model_copy(update={"engine": "external", "base_url": options.base_url.rstrip("/")})
+    elif options.port is not None:  # the port does not change results: a busy one may be swapped
+        profile = profile.model_copy(update={"port": options.port})
+    changes = {
+        name: value
+        for name, value in (
+            ("concurrency", options.request.concurrency),
+            ("request_timeout_s", options.request.request_timeout_s),
+        )
+        if value is not None
+    }
+    run = store.run.model_copy(
+        update={"spec": store.run.spec.model_copy(update=changes), "status": "running", "note": None}
+    )
+    store.write_run(run)
+    return store, profile
+
+
+def resume(
+    run_dir: Path | str, options: ResumeOptions | None = None, /, *, hooks: Hooks | None = None, **fields: Any
+) -> RunRecord:
+    """Finish an interrupted or failed run: reload its results, run the cases not yet stored, with the
+    run's own spec and profile. Options may change how requests are sent and where (base_url, port)."""
+    options = updated(options or ResumeOptions(), **fields)
+    hooks = hooks or Hooks()
+    check_request(options.request)
+    store, profile = _reopen(Path(run_dir), options)
+    if profile.engine == "external":
+        check_reachable(profile)
+    return execute(store, profile, hooks, render=options.render_report)
