@@ -7,7 +7,7 @@ Token counts come from the server's usage (stream_options.include_usage); withou
 tokens = the number of text chunks.
 
 Failures are raised as RequestFailed with a kind the runner turns into an outcome:
-  too_long    the server said the prompt exceeds its context length (a 400, or an error event)
+  too_long    a 4xx answer (status, or an error event's code) saying the prompt exceeds the context length
   rejected    another 4xx: not retried
   server      5xx or an error event with a 5xx code, after bounded retries with backoff
   connection  could not connect / connection dropped, after bounded retries with backoff
@@ -30,9 +30,10 @@ from recall_eval.types import ChatMessage, Completion, Endpoint
 
 _T = TypeVar("_T")
 FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout"]
+# Said with a 4xx only: a 5xx that mentions a context length is a server failure, not a verdict on the prompt.
 _TOO_LONG = re.compile(
     r"longer than the model's context length|exceeds the model's (maximum )?context length"
-    r"|maximum context length|context length|exceeds the maximum allowed length",
+    r"|maximum context length is|context_length_exceeded|exceeds the maximum allowed length",
     re.IGNORECASE,
 )
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
@@ -64,7 +65,7 @@ def split_thinking(content: str) -> tuple[str, str]:
 
 
 def classify_error_message(message: str, status: int | None) -> FailureKind:
-    if _TOO_LONG.search(message):
+    if status is not None and 400 <= status < 500 and _TOO_LONG.search(message):
         return "too_long"
     if status is not None and status >= 500:
         return "server"
