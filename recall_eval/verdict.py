@@ -8,8 +8,8 @@
     4  finished, recall below --fail-under (overall or for a suite)
   130  interrupted (Ctrl-C)
 
-Recall is passes over answers from a live model (recall_eval.stats.recall_counts); the gate compares
-that point estimate with the threshold.
+Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
+the gate compares that point estimate with the threshold.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from recall_eval.errors import BadInput
-from recall_eval.stats import recall_counts
+from recall_eval.frame import frame_of
+from recall_eval.stats import recall_table
 from recall_eval.types import INFRA_OUTCOMES, Result
 
 EXIT_OK = 0
@@ -102,13 +103,12 @@ def _recall_line(name: str, passes: int, answered: int, threshold: float) -> str
 def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdict:
     """The exit code of a run that finished, and the lines that explain a non-zero one."""
     results = list(results)
-    passes, answered = recall_counts(results)
+    frame = frame_of([(None, results)])
+    overall = recall_table(frame).iloc[0]
+    passes, answered = int(overall["passes"]), int(overall["answered"])
     if answered == 0:
-        counted = ", ".join(
-            f"{o} {sum(r.outcome == o for r in results)}"
-            for o in INFRA_OUTCOMES
-            if any(r.outcome == o for r in results)
-        )
+        outcomes = frame["outcome"].value_counts()
+        counted = ", ".join(f"{o} {outcomes[o]}" for o in INFRA_OUTCOMES if o in outcomes)
         why = f" ({counted})" if counted else ""
         return Verdict(
             EXIT_NO_ANSWER, (f"no case got an answer from a live model{why}: nothing was measured",)
@@ -118,8 +118,10 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdic
     lines = []
     if gate.overall is not None:
         lines.append(_recall_line("overall", passes, answered, gate.overall))
+    by_suite = recall_table(frame, by=["suite"])
     for suite, threshold in gate.per_suite.items():
-        suite_passes, suite_answered = recall_counts(r for r in results if r.suite == suite)
+        row = by_suite.loc[suite] if suite in by_suite.index else None
+        suite_passes, suite_answered = (0, 0) if row is None else (int(row["passes"]), int(row["answered"]))
         lines.append(_recall_line(suite, suite_passes, suite_answered, threshold))
     unmet = tuple(line for line in lines if line is not None)
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, unmet)
