@@ -2,7 +2,8 @@
 
 Both read the same `[64 x 128 e4m3 | 64 x fp32 scale]` pages with the same q and weights; a wrong reading
 of the layout (a scale from the wrong row, a page misplaced) or of the formula shows up as a large error
-here. What remains is the two kernels' fp8 tensor-core accumulation (each ~4e-3 from fp64 on KERNELS.md).
+here. What remains is fp32 rounding: on the H200 the two differ by 2e-7 (KERNELS.md, Anchor); each is
+3e-3 to 7e-3 from fp64 math on the stored keys.
 Runs where `deep_gemm` imports (a Hopper GPU with DeepGEMM built for this torch); skips elsewhere.
 """
 
@@ -35,10 +36,10 @@ def dg():
 
 def _assert_agrees(check: da.AnchorCheck) -> None:
     assert check.dg_all_finite
-    assert check.rel_err_ours_vs_dg <= 1e-2
+    assert check.rel_err_ours_vs_dg <= 1e-5  # same bytes, same fp8 dot: fp32 rounding apart (H200: 2e-7)
     assert check.rel_err_dg_vs_stored <= 1e-2  # DeepGEMM itself computes the formula we assume
     assert check.rel_err_ours_vs_stored <= 1e-2
-    assert min(check.overlap.values()) >= 0.95
+    assert min(check.overlap.values()) >= 0.99
 
 
 def test_paged_fp8_logits_match_deepgemm(dg) -> None:
