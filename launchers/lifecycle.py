@@ -25,6 +25,7 @@ from launchers.argv import LaunchSpec, build_command
 from launchers.classify import classify_death, relevant_lines
 from launchers.oom_killer import oom_kill_count
 from launchers.ports import free_port, require_free
+from launchers.preflight import require_preflight
 from launchers.processes import ServerProcess
 from launchers.readiness import (
     NotReadyInTime,
@@ -110,6 +111,12 @@ class LaunchedServer:
                     process.kill_group_now()  # orphans of the dead leader must not hold the GPU/ports
                     return self._death
         return None
+
+    def note_served(self) -> None:
+        """The server answered a request: a later death is explained by the log written after now."""
+        with self._lock:
+            for process in self._processes:
+                process.mark_served()
 
     def relaunch(self) -> float:
         """Stop what is left, start again; bounded attempts with exponential backoff. Seconds to ready."""
@@ -299,15 +306,18 @@ def launch(
 ) -> LaunchedServer:
     """Start the profile's processes (or reach its external server) and return once ready.
 
-    Raises BadInput for a profile that cannot be launched, UserError for a busy port, and
+    Raises BadInput for a profile that cannot be launched, PreflightFailed when the engine, its GPUs,
+    ports or model path are not there (launchers/preflight.py), UserError for a busy port, and
     ServerStartError (with the classified death and the relevant log lines) if it dies or times out.
     A single-server profile with port 0 gets a port that is free now (kept across relaunches).
     """
     if profile.port == 0 and not profile.pd and profile.engine != "external":
         profile = profile.model_copy(update={"port": free_port(profile.host)})
+    specs = build_command(profile)
+    require_preflight(profile, specs)  # PreflightFailed: one line per failed check, nothing started
     server = LaunchedServer(
         profile,
-        build_command(profile),
+        specs,
         log_dir,
         echo=echo,
         relaunch_attempts=relaunch_attempts,

@@ -1,4 +1,8 @@
-"""One server process in its own process group: start with output to a log, stop by group, never by name."""
+"""One server process in its own process group: start with output to a log, stop by group, never by name.
+
+Each start also starts a guard (launchers/watchdog.py) that stops the group if the harness dies, from
+whatever thread the start ran on, and records the group in the run directory's servers.json.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,20 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import psutil
 
+from launchers import watchdog
 from launchers.argv.spec import LaunchSpec
+from launchers.server_records import ServerRecord, add_record
 
 _PR_SET_PDEATHSIG = 1
 TAIL_BYTES = 256 * 1024
+GUARD_GRACE_S = 5.0  # SIGTERM -> SIGKILL once the harness is gone
 
 
 def _die_with_parent() -> None:
@@ -46,7 +54,9 @@ class ServerProcess:
         self.log_path = log_path
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0  # where this start's output begins in the log
+        self.served_offset = 0  # the log's size when the server last answered a request
         self.started_at = 0.0
+        self.guard: subprocess.Popen[bytes] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -60,6 +70,7 @@ class ServerProcess:
             self.log_offset = log.tell()
             on_main_thread = threading.current_thread() is threading.main_thread()
             self.started_at = time.monotonic()
+            wall_start = time.time()
             self.popen = subprocess.Popen(
                 list(self.spec.argv),
                 env=self.spec.merged_env(),
@@ -70,6 +81,25 @@ class ServerProcess:
                 # PDEATHSIG follows the launching *thread*; only the main thread lives as long as we do.
                 preexec_fn=_die_with_parent if on_main_thread else None,
             )
+        self.guard = _start_guard(self.popen.pid)
+        add_record(
+            self.log_path.parent,
+            ServerRecord(
+                name=self.spec.name,
+                pid=self.popen.pid,
+                port=self.spec.port,
+                started_at=wall_start,
+                harness_pid=os.getpid(),
+                guard_pid=self.guard.pid if self.guard is not None else None,
+            ),
+        )
+
+    def mark_served(self) -> None:
+        """The server just answered: log lines before here do not explain a later death."""
+        try:
+            self.served_offset = os.path.getsize(self.log_path)
+        except OSError:
+            pass
 
     def exit_code(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
@@ -81,11 +111,12 @@ class ServerProcess:
         return group_members(self.popen.pid)
 
     def log_lines(self) -> list[str]:
-        """This start's log output (its last TAIL_BYTES)."""
+        """The log written since this start or since the server last answered, whichever is later
+        (at most its last TAIL_BYTES): what explains a death, and nothing older."""
         try:
             with open(self.log_path, "rb") as log:
                 size = log.seek(0, os.SEEK_END)
-                log.seek(max(self.log_offset, size - TAIL_BYTES))
+                log.seek(max(self.log_offset, self.served_offset, size - TAIL_BYTES))
                 data = log.read()
         except OSError:
             return []
@@ -121,3 +152,28 @@ class ServerProcess:
             self.popen.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             pass
+        self._reap_guard()
+
+    def _reap_guard(self) -> None:
+        """The guard leaves by itself once the group is empty; wait for it (no zombie left behind)."""
+        if self.guard is None:
+            return
+        try:
+            self.guard.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.guard.kill()
+            self.guard.wait()
+
+
+def _start_guard(pgid: int) -> subprocess.Popen[bytes] | None:
+    """Start the guard of one process group: isolated (-I -S) stdlib-only Python, its own session."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", watchdog.__file__, str(os.getpid()), str(pgid), str(GUARD_GRACE_S)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None  # no guard: the parent-death signal (main thread) and atexit still apply

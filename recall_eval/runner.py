@@ -10,6 +10,10 @@ case that was in flight on that server the death's outcome (oom / crash / too_lo
 and log line in Result.error); the server is relaunched (bounded retries with backoff, counted in
 run.json) and the sweep goes on. After `max_consecutive_deaths` deaths with no live answer in
 between, the sweep stops with SweepStopped.
+
+The event loop only awaits: results are appended and fsynced by one writer thread (in finishing
+order; a case counts as done once its line is on disk), death checks (a process scan and a log read)
+and relaunches run in threads, so the timings of the requests in flight stay true.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from recall_eval.calibration import tolerance
@@ -41,6 +46,7 @@ class RunnerSettings:
     max_consecutive_deaths: int = 3
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
+    retry: frozenset[str] = frozenset()  # outcomes whose cases run again (--retry); earlier lines are kept
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class _ServerState:
     consecutive_deaths: int = 0
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    death_check: asyncio.Task[ServerDeath | None] | None = None  # a poll_death running in a thread
 
 
 def death_error(death: ServerDeath) -> str:
@@ -97,7 +104,7 @@ class Runner:
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
-        done = self.store.final_case_ids()
+        done = self.store.final_case_ids(retry=self.settings.retry)
         return [case for case in cases if case.id not in done]
 
     async def run(self, cases: Sequence[Case]) -> int:
@@ -109,13 +116,15 @@ class Runner:
         for case in todo:
             queue.put_nowait(case)
         appended = 0
+        loop = asyncio.get_running_loop()
+        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results-writer")
 
         async def worker(replica: Replica) -> None:
             nonlocal appended
             while not queue.empty():
                 case = queue.get_nowait()
                 result, died_on = await self._run_case(case, state, replica.client)
-                self.store.append_result(result)
+                await loop.run_in_executor(writer, self.store.append_result, result)
                 appended += 1
                 self.hooks.on_result(result)
                 if died_on is not None:
@@ -128,6 +137,10 @@ class Runner:
                         group.create_task(worker(replica))
         except BaseExceptionGroup as group:
             raise _first_leaf(group) from None
+        finally:
+            writer.shutdown(wait=True)  # lines already handed to the writer reach the disk
+            if state.death_check is not None:
+                state.death_check.cancel()
         return appended
 
     def _result(
@@ -188,7 +201,7 @@ class Runner:
         self.hooks.on_start(case)
         generation = None
         try:
-            give_up = lambda: self._death_of(epoch, state) is not None  # noqa: E731
+            give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
             if self.capture is not None:
                 generation = await self.capture.complete(case, self.settings.max_tokens, give_up)
                 completion = generation.completion
@@ -197,8 +210,9 @@ class Runner:
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
-            result, died_on = self._failed(case, failure, epoch, state, started_at)
+            result, died_on = await self._failed(case, failure, epoch, state, started_at)
             return result.model_copy(update={"endpoint": endpoint}), died_on
+        self._served()
         state.consecutive_deaths = 0
         outcome, why = score_completion(completion, case.expected, case.distractors)
         result = self._result(
@@ -208,25 +222,40 @@ class Runner:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
 
-    def _death_of(self, epoch: int, state: _ServerState) -> ServerDeath | None:
+    def _served(self) -> None:
+        """The server answered (a stat of its log, no read): older log lines no longer explain a death."""
+        if self.handle is not None:
+            self.handle.note_served()
+
+    def _known_death(self, epoch: int, state: _ServerState) -> ServerDeath | None:
+        """For the client's retry loop, which cannot await: what is known now; starts a check in a
+        thread (seen by the next retry, after its backoff) when none is running."""
+        if epoch not in state.deaths and self.handle is not None and epoch == state.epoch:
+            if state.death_check is None or state.death_check.done():
+                state.death_check = asyncio.get_running_loop().create_task(self._death_of(epoch, state))
+        return state.deaths.get(epoch)
+
+    async def _death_of(self, epoch: int, state: _ServerState) -> ServerDeath | None:
         if epoch in state.deaths:
             return state.deaths[epoch]
         if self.handle is None or epoch != state.epoch:
             return None
-        death = self.handle.poll_death()
-        if death is not None:
-            state.deaths[epoch] = death
+        death = await asyncio.to_thread(self.handle.poll_death)  # a process scan and a log read
+        if death is not None and epoch == state.epoch:
+            state.deaths.setdefault(epoch, death)
             state.ready.clear()  # hold new requests until the relaunch
-        return death
+        return state.deaths.get(epoch)
 
-    def _failed(
+    async def _failed(
         self, case: Case, failure: RequestFailed, epoch: int, state: _ServerState, started_at: float
     ) -> tuple[Result, int | None]:
+        if failure.kind in ("too_long", "rejected"):
+            self._served()  # a 4xx is an answer from a live server
         if failure.kind == "too_long":
             return self._result(case, "too_long", started_at, error=str(failure)), None
         death = None
         if failure.kind in ("server", "connection", "timeout"):
-            death = self._death_of(epoch, state)
+            death = await self._death_of(epoch, state)
         if death is None:
             outcome: Outcome = "timeout" if failure.kind == "timeout" else "error"
             detail = f"{failure} (after {failure.attempts} attempts)"
@@ -265,7 +294,9 @@ class Runner:
                 await asyncio.sleep(self.settings.relaunch_backoff_s * 2 ** (attempt - 1))
                 continue
             run = self.store.run
-            self.store.write_run(run.model_copy(update={"relaunches": run.relaunches + 1}))
+            await asyncio.to_thread(
+                self.store.write_run, run.model_copy(update={"relaunches": run.relaunches + 1})
+            )
             self.hooks.on_event(f"server relaunched in {seconds:.1f}s (relaunch #{run.relaunches + 1})")
             return
         raise SweepStopped(

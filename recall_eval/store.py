@@ -3,6 +3,7 @@
 Layout (DESIGN.md):
     runs/<run-id>/run.json        the Run, rewritten atomically (tmp + fsync + rename)
     runs/<run-id>/results.jsonl   one Result per line, appended and fsynced as each case finishes
+                                  (a case retried with --retry has a line per attempt; the last counts)
     runs/<run-id>/server-*.log    the launched server's output
     runs/<run-id>/report.html     rendered from the above
 
@@ -16,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -174,14 +176,30 @@ class RunStore:
                 handle.flush()
                 os.fsync(handle.fileno())
 
-    def results(self) -> list[Result]:
+    def attempts(self) -> list[Result]:
+        """Every stored line, in order: a case run again by `--retry` has one line per attempt."""
         if not self.results_path.exists():
             return []
         return _parse_results(self.results_path.read_bytes())[0]
 
-    def final_case_ids(self) -> set[str]:
-        """Case ids with a stored result (every stored result is final; in-flight ones are not stored)."""
-        return {result.case_id for result in self.results()}
+    def results(self) -> list[Result]:
+        """What counts: each case's latest attempt (what reports, summaries and resume read)."""
+        return list(latest_by_case(self.attempts()).values())
+
+    def final_case_ids(self, retry: Collection[str] = ()) -> set[str]:
+        """Case ids with a stored result (in-flight cases are never stored). retry: outcomes that do
+        not count as final (`--retry error,timeout`); a case's latest line decides."""
+        return {result.case_id for result in self.results() if result.outcome not in retry}
+
+
+def latest_by_case(results: Iterable[Result]) -> dict[str, Result]:
+    """Each case's latest result: a retried case keeps its earlier attempts in results.jsonl, the last
+    line counts."""
+    latest: dict[str, Result] = {}
+    for result in results:
+        latest.pop(result.case_id, None)
+        latest[result.case_id] = result  # re-inserted: dict order follows the latest attempt
+    return latest
 
 
 def load_run(run_dir: Path) -> tuple[Run, list[Result]]:

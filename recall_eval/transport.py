@@ -33,9 +33,12 @@ KEY_ENV_VARS = ("RECALL_EVAL_API_KEY", "OPENAI_API_KEY")
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 AUTH_FIX = "pass --api-key KEY (or set RECALL_EVAL_API_KEY or OPENAI_API_KEY)"
 
+# Said with a 4xx only: a 5xx that mentions a context length is a server failure, not a verdict on the
+# prompt. Wordings: SGLang/vLLM ("longer than the model's context length", "maximum context length is"),
+# OpenAI (context_length_exceeded), llama.cpp ("exceeds the available context size", exceed_context_size).
 _TOO_LONG = re.compile(
     r"longer than the model's context length|exceeds the model's (maximum )?context length"
-    r"|maximum context length|context length|exceeds the maximum allowed length"
+    r"|maximum context length is|context_length_exceeded|exceeds the maximum allowed length"
     r"|exceeds the available context size|exceed_context_size",
     re.IGNORECASE,
 )
@@ -180,8 +183,8 @@ def auth_failure(url: str, status: int) -> UserError:
 
 
 def classify_error_message(message: str, status: int | None) -> FailureKind:
-    """too_long for a context-length refusal (SGLang, vLLM, llama.cpp wordings), else by status."""
-    if _TOO_LONG.search(message):
+    """too_long for a 4xx context-length refusal (SGLang, vLLM, OpenAI, llama.cpp wordings), else by status."""
+    if status is not None and 400 <= status < 500 and _TOO_LONG.search(message):
         return "too_long"
     if status is not None and status >= 500:
         return "server"

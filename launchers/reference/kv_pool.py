@@ -57,6 +57,12 @@ class KVPool:
         self.kv_bytes_per_token = total // slots
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._cond = threading.Condition()
+        self._waiting = 0  # requests blocked in allocate() for want of free pages
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return self._waiting
 
     @property
     def free_pages(self) -> int:
@@ -75,7 +81,12 @@ class KVPool:
                 " tokens; raise --max-total-tokens or send a shorter request"
             )
         with self._cond:
-            self._cond.wait_for(lambda: len(self._free) >= need)
+            if len(self._free) < need:
+                self._waiting += 1
+                try:
+                    self._cond.wait_for(lambda: len(self._free) >= need)
+                finally:
+                    self._waiting -= 1
             pages = [self._free.pop() for _ in range(need)]
         return torch.tensor(pages, dtype=torch.long)
 

@@ -26,14 +26,13 @@ from typing import Any
 
 from recall_eval.api.execute import check_reachable, versions
 from recall_eval.api.hooks import Hooks
-from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, updated
+from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
 from recall_eval.api.sweeping import build_spec, execute, external_profile, request_auth, with_capture
 from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.redact import Redactor
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
-from recall_eval.transport import ServerAuth
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
 
@@ -157,7 +156,7 @@ def plan_variants(
 
 
 def obtain_run(
-    planned: PlannedVariant, hooks: Hooks, reuse: bool = True, auth: ServerAuth | None = None
+    planned: PlannedVariant, hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
 ) -> RunRecord:
     """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
     label = planned.label
@@ -172,7 +171,7 @@ def obtain_run(
             reports.render_report(store.path)
         return RunRecord.from_store(store, reused=True)
     if planned.profile.engine == "external":
-        check_reachable(planned.profile, auth)
+        check_reachable(planned.profile, request)
     resumable = [store for store in matches if store.run.status in _RESUMABLE]
     if resumable:
         store = resumable[-1]
@@ -188,7 +187,7 @@ def obtain_run(
         )
         store = RunStore.create(run, runs_home())
         hooks.note(f"{label}: run {run.run_id} -> {store.path}")
-    return execute(store, planned.profile, hooks, auth=auth)
+    return execute(store, planned.profile, hooks, request)
 
 
 def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
@@ -253,10 +252,10 @@ def compare(
             budget_given=options.grid.max_tokens is not None,
         )
     ]
-    auth = request_auth(options.request)
-    runs = [obtain_run(p, hooks, reuse=not options.rerun, auth=auth) for p in planned]
+    runs = [obtain_run(p, hooks, options.request, reuse=not options.rerun) for p in planned]
     # compare.json keeps the command line: with the key masked (it may have been typed in it)
-    line = Redactor(auth.secrets()).text(command or shlex.join(["recall-eval", "compare", *variants]))
+    secrets = request_auth(options.request).secrets()
+    line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))
     html = write_compare_dir(planned, runs, line)
     return CompareRecord(
         path=html.parent, report=html, labels=tuple(p.label for p in planned), runs=tuple(runs)

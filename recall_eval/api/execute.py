@@ -18,10 +18,11 @@ import httpx
 
 import suites
 from recall_eval.api.hooks import Hooks
+from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
 from recall_eval.client import ChatClient
-from recall_eval.connect import connect, probe_replicas
+from recall_eval.connect import auth_of, connect, probe_replicas
 from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
@@ -84,15 +85,24 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
             )
 
 
-def run_recorded(store: RunStore, profile: Profile, hooks: Hooks, auth: ServerAuth | None = None) -> None:
+def request_auth(request: RequestOptions | None) -> ServerAuth:
+    """The key (--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY) and headers of the request
+    options: used on every request, never stored."""
+    request = request or RequestOptions()
+    return auth_of(request.api_key, list(request.headers or ()))
+
+
+def run_recorded(
+    store: RunStore, profile: Profile, hooks: Hooks, request: RequestOptions | None = None
+) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early.
 
-    auth (default: the key from RECALL_EVAL_API_KEY / OPENAI_API_KEY) goes on every request; a launched
-    profile that starts its server with --api-key supplies its own. Its secrets are masked in
-    everything the store writes and in the error raised."""
+    The key and headers of `request` (see request_auth) go on every request; a launched profile that
+    starts its server with --api-key supplies its own. Secrets are masked in everything the store
+    writes and in the error raised."""
     label = store.run.spec.variant
-    auth = auth or ServerAuth.resolve(None)
+    auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
     try:
         with open_target(profile, store.path, hooks) as target:
@@ -138,12 +148,12 @@ def target_urls(profile: Profile, base_url: str) -> list[str]:
     return [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
 
 
-def check_reachable(profile: Profile, auth: ServerAuth | None = None) -> None:
+def check_reachable(profile: Profile, request: RequestOptions | None = None) -> None:
     """Fail before running anything when an external server (any replica) cannot be reached, lacks
     the model, or refuses the key."""
 
     async def probe() -> None:
-        async with http_client(auth or ServerAuth.resolve(None)) as http:
+        async with http_client(request_auth(request)) as http:
             urls = target_urls(profile, profile.base_url or "")
             await probe_replicas(urls, http, profile.served_model_name)
 

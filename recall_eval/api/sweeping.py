@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
-from recall_eval.api.execute import check_reachable, run_recorded, versions
+from recall_eval.api.execute import check_reachable, request_auth, run_recorded, versions
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
     DEFAULT_GRID,
@@ -30,11 +30,10 @@ from recall_eval.api.options import (
     updated,
 )
 from recall_eval.api.records import RunRecord
-from recall_eval.connect import THINKING_MAX_TOKENS, auth_of, is_thinking_run
+from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.store import RunStore, new_run_id, runs_home
-from recall_eval.transport import ServerAuth
 from recall_eval.types import Profile, Run, RunSpec
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -70,11 +69,6 @@ def _json_object(flag: str, value: str | Mapping[str, Any] | None) -> dict[str, 
     if not isinstance(parsed, dict):
         raise BadInput(f"{flag} {value!r}: must be a JSON object ({{...}}), not {type(parsed).__name__}")
     return parsed
-
-
-def request_auth(request: RequestOptions) -> ServerAuth:
-    """The key (--api-key, else the env vars) and headers of the request options; used, never stored."""
-    return auth_of(request.api_key, list(request.headers or ()))
 
 
 def request_knobs(request: RequestOptions) -> dict[str, Any]:
@@ -188,10 +182,14 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
 
 
 def execute(
-    store: RunStore, profile: Profile, hooks: Hooks, render: bool = True, auth: ServerAuth | None = None
+    store: RunStore,
+    profile: Profile,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    render: bool = True,
 ) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks, auth)
+    run_recorded(store, profile, hooks, request)
     if render:
         import reports
 
@@ -215,12 +213,11 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
-    auth = request_auth(options.request)
     if profile.engine == "external":  # fail before creating a run directory
-        check_reachable(profile, auth)
+        check_reachable(profile, options.request)
     store = _new_store(spec, profile, options.out)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
-    return execute(store, profile, hooks, render=options.render_report, auth=auth)
+    return execute(store, profile, hooks, options.request, render=options.render_report)
 
 
 def resume_options(options: SweepOptions) -> ResumeOptions:
@@ -296,5 +293,5 @@ def resume(
             level="warning",
         )
     if profile.engine == "external":
-        check_reachable(profile, auth)
-    return execute(store, profile, hooks, render=options.render_report, auth=auth)
+        check_reachable(profile, options.request)
+    return execute(store, profile, hooks, options.request, render=options.render_report)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from recall_eval.api import TargetOptions
 from recall_eval.cli.app import app, console
@@ -71,14 +72,14 @@ def serve(
     def echo(line: str) -> None:
         if line.startswith("ready in "):  # printed below on stdout, where scripts read it
             return
-        console.print(f"[dim]{line}[/dim]", highlight=False, soft_wrap=True)
+        console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)  # log text is not markup
 
     with sigterm_raises_exit():
         try:
             server = launch(resolved, logs, echo=echo)
         except ServerStartError as err:
             for line in err.tail:
-                console.print(f"  [dim]{line}[/dim]", highlight=False, markup=False, soft_wrap=True)
+                console.print(Text(f"  {line}", style="dim"), highlight=False, soft_wrap=True)
             raise
         except KeyboardInterrupt:
             console.print("[yellow]interrupted during start-up; stopped[/yellow]")

@@ -1,9 +1,12 @@
 """A harness process for cleanup tests: starts the stub server through LaunchedServer, prints the
-server's pid, then ends as asked: 'wait' (until a signal), 'exit' (sys.exit without stop: atexit)."""
+server's pid, then ends as asked: 'wait' (until a signal), 'exit' (sys.exit without stop: atexit),
+'relaunch' (relaunches on a worker thread that then ends, as the runner's asyncio.to_thread may, prints
+the new pid, then waits)."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +32,11 @@ def main() -> None:
         print(server.pids[0], flush=True)
         if how == "exit":
             sys.exit(0)  # no stop(): the atexit hook must do it
+        if how == "relaunch":
+            worker = threading.Thread(target=server.relaunch)
+            worker.start()
+            worker.join()  # the thread that started the server is gone
+            print(server.pids[0], flush=True)
         with server:
             while True:
                 time.sleep(0.1)

@@ -1,5 +1,7 @@
 """A tiny real HTTP server process for lifecycle tests: readiness delays, deaths with given log lines,
-children that ignore SIGTERM. Run as a script: python stub_server.py --port N [...]."""
+children that ignore SIGTERM. Run as a script: python stub_server.py --port N [...].
+While serving: GET /stub/say?line=TEXT prints a log line; /stub/exit?code=N exits; /stub/signal?num=N
+kills itself with that signal (a death at a moment the test chooses)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 
 def parse() -> argparse.Namespace:
@@ -56,7 +59,16 @@ def main() -> None:
 
         def do_GET(self) -> None:
             ready = time.monotonic() - started >= args.ready_after
-            if self.path == "/health_generate" and not args.no_health_generate:
+            url = urlsplit(self.path)
+            query = {key: values[-1] for key, values in parse_qs(url.query).items()}
+            if url.path == "/stub/say":
+                print(query["line"], flush=True)
+                self.reply(200, {})
+            elif url.path == "/stub/exit":
+                os._exit(int(query["code"]))
+            elif url.path == "/stub/signal":
+                os.kill(os.getpid(), int(query["num"]))
+            elif self.path == "/health_generate" and not args.no_health_generate:
                 self.reply(200 if ready else 503, {})
             elif self.path == "/v1/models":
                 self.reply(200, {"object": "list", "data": [{"id": args.model}] if ready else []})

@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
 from launchers.argv import LaunchSpec
+from launchers.classify import classify_death
 from launchers.lifecycle import LaunchedServer, ServerStartError
 from launchers.ports import free_port
 from launchers.processes import group_members
@@ -158,3 +160,58 @@ def test_pd_like_deployment_death_of_any_part_is_a_death(tmp_path):
         death = launched.poll_death()
         assert death is not None and death.reason.startswith("prefill: ")
     assert (tmp_path / "server-prefill.log").exists() and (tmp_path / "server-router.log").exists()
+
+
+TOO_LONG_LINE = (
+    "[2026-11-29 10:01:00] ValueError: The input (9000 tokens) is longer than the model's context length "
+    "(8192 tokens)."
+)
+OOM_LINE = "[2026-11-29 10:01:00 TP0] Prefill out of memory. Try to lower your batch size."
+
+
+def _await_death(launched: LaunchedServer):
+    deadline = time.monotonic() + 10
+    while launched.poll_death() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return launched.poll_death()
+
+
+@pytest.mark.parametrize(
+    ("old_line", "ending", "outcome", "reason"),
+    [
+        (TOO_LONG_LINE, "/stub/signal?num=11", "crash", "SIGSEGV"),  # old too-long, new segfault
+        (OOM_LINE, "/stub/exit?code=0", "crash", "exited with code 0"),  # old OOM, new clean exit
+    ],
+)
+def test_death_cause_ignores_lines_from_before_the_last_answer(tmp_path, old_line, ending, outcome, reason):
+    port = free_port()
+    launched = server(tmp_path, stub_spec(port))
+    with launched:
+        launched.start()
+        base = launched.endpoint.base_url
+        httpx.get(f"{base}/stub/say", params={"line": old_line}, timeout=5)
+        launched.note_served()  # the server answered after that line: it was alive and well
+        httpx.get(f"{base}/stub/say", params={"line": "[2026-11-29 10:02:00] Decode batch. #running-req: 1"})
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{base}{ending}", timeout=5)
+        death = _await_death(launched)
+        assert death is not None
+        assert (death.outcome, death.log_line) == (outcome, None), death
+        assert reason in death.reason
+    # the same history read whole would have blamed the old line: the window is what tells them apart
+    whole = classify_death(death.exit_code, (tmp_path / "server-main.log").read_text().splitlines())
+    assert whole.outcome in ("too_long", "oom") and whole.log_line == old_line
+
+
+def test_death_cause_from_a_line_after_the_last_answer(tmp_path):
+    launched = server(tmp_path, stub_spec(free_port()))
+    with launched:
+        launched.start()
+        base = launched.endpoint.base_url
+        httpx.get(f"{base}/stub/say", params={"line": TOO_LONG_LINE}, timeout=5)
+        launched.note_served()
+        httpx.get(f"{base}/stub/say", params={"line": OOM_LINE}, timeout=5)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{base}/stub/exit", params={"code": "1"}, timeout=5)
+        death = _await_death(launched)
+        assert death is not None and death.outcome == "oom" and death.log_line == OOM_LINE

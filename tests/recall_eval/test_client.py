@@ -72,6 +72,18 @@ def test_classify_error_message():
     assert classify_error_message("boom", 503) == "server"
 
 
+def test_too_long_needs_a_4xx_and_a_too_long_message():
+    sglang = "The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+    assert classify_error_message(sglang, 413) == "too_long"
+    # a server failure that mentions the context length is a server failure
+    assert classify_error_message(sglang, 500) == "server"
+    assert classify_error_message(sglang, None) == "rejected"  # an error event without a status code
+    # a bare mention of "context length" is no verdict on the prompt
+    assert classify_error_message("context length must be a positive integer", 400) == "rejected"
+    openai = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens"
+    assert classify_error_message(openai, 400) == "too_long"
+
+
 async def test_stream_parsed_with_usage_and_timings():
     seen = {}
 

@@ -35,7 +35,11 @@ class TinyServer:
         self.endpoint = Endpoint(base_url=f"http://127.0.0.1:{self.port}", model="tiny")
         self.process: subprocess.Popen | None = None
         self.launches = 0
+        self.answers_noted = 0
         self.relaunch()
+
+    def note_served(self) -> None:
+        self.answers_noted += 1
 
     def relaunch(self) -> float:
         started = time.perf_counter()

@@ -125,8 +125,11 @@ def test_admission_waits_for_free_slots() -> None:
 
     worker = threading.Thread(target=second)
     worker.start()
-    time.sleep(0.5)
-    assert not admitted.is_set()  # 98 slots do not fit in the 56 free ones: it waits
+    deadline = time.monotonic() + 30
+    while eng.pool.waiting == 0 and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert eng.pool.waiting == 1  # 98 slots do not fit in the 56 free ones: it is blocked in admission
+    assert not admitted.is_set() and eng.available_tokens() == 56
     first.close()  # frees the first request's slots
     worker.join(timeout=60)
     assert admitted.is_set()

@@ -1,0 +1,127 @@
+"""How a finished run ends for a CI job: the exit code, from the results and an optional recall gate.
+
+    0  finished, and every --fail-under threshold met
+    1  could not run or stopped early (server failed to start or kept dying, preflight, I/O)
+    2  bad input (options, specs, paths), rejected before any server starts
+    3  finished, but no case got an answer from a live model (every outcome an infrastructure one):
+       nothing was measured
+    4  finished, recall below --fail-under (overall or for a suite)
+  130  interrupted (Ctrl-C)
+
+Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
+the gate compares that point estimate with the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from recall_eval.errors import BadInput
+from recall_eval.frame import frame_of
+from recall_eval.stats import recall_table
+from recall_eval.types import INFRA_OUTCOMES, Result
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NO_ANSWER = 3
+EXIT_BELOW_GATE = 4
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class RecallGate:
+    """--fail-under: an overall threshold and/or one per suite, each in [0, 1]."""
+
+    overall: float | None = None
+    per_suite: dict[str, float] = field(default_factory=dict)
+
+
+def _threshold(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadInput(f"--fail-under {where}: {text!r} is not a number (write e.g. 0.95)") from None
+    if not 0.0 <= value <= 1.0:
+        raise BadInput(f"--fail-under {where}: {value:g} is not a recall between 0 and 1 (write e.g. 0.95)")
+    return value
+
+
+def parse_fail_under(text: str, suites: Sequence[str]) -> RecallGate:
+    """'0.95' (overall), 'needle=0.98,config=0.8' (per suite), or both ('0.9,needle=0.98')."""
+    overall: float | None = None
+    per_suite: dict[str, float] = {}
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise BadInput("--fail-under: empty (write e.g. 0.95 or needle=0.98,config=0.8)")
+    for item in items:
+        if "=" not in item:
+            if overall is not None:
+                raise BadInput(f"--fail-under {text!r}: two overall thresholds")
+            overall = _threshold(item, "overall")
+            continue
+        suite, _, value = (part.strip() for part in item.partition("="))
+        if suite not in suites:
+            raise BadInput(
+                f"--fail-under: suite {suite!r} is not in this run (its suites: {', '.join(suites)})"
+            )
+        if suite in per_suite:
+            raise BadInput(f"--fail-under: suite {suite!r} given twice")
+        per_suite[suite] = _threshold(value, suite)
+    return RecallGate(overall, per_suite)
+
+
+def parse_retry(text: str) -> frozenset[str]:
+    """--retry error,timeout: infrastructure outcomes whose cases run again on --resume."""
+    chosen = frozenset(item.strip() for item in text.split(",") if item.strip())
+    unknown = sorted(chosen - set(INFRA_OUTCOMES))
+    if not chosen or unknown:
+        raise BadInput(
+            f"--retry {text!r}: retry takes infrastructure outcomes only ({', '.join(INFRA_OUTCOMES)}); "
+            "answers from a live model are results, not failures"
+        )
+    return chosen
+
+
+@dataclass(frozen=True)
+class Verdict:
+    exit_code: int
+    lines: tuple[str, ...]  # one line per unmet threshold, or why nothing was measured
+
+
+def _recall_line(name: str, passes: int, answered: int, threshold: float) -> str | None:
+    if answered == 0:
+        return f"{name}: no answer from a live model, below --fail-under {threshold:g}"
+    if passes / answered < threshold:
+        return (
+            f"{name}: recall {passes / answered:.3f} ({passes}/{answered}) below --fail-under {threshold:g}"
+        )
+    return None
+
+
+def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdict:
+    """The exit code of a run that finished, and the lines that explain a non-zero one."""
+    results = list(results)
+    frame = frame_of([(None, results)])
+    overall = recall_table(frame).iloc[0]
+    passes, answered = int(overall["passes"]), int(overall["answered"])
+    if answered == 0:
+        outcomes = frame["outcome"].value_counts()
+        counted = ", ".join(f"{o} {outcomes[o]}" for o in INFRA_OUTCOMES if o in outcomes)
+        why = f" ({counted})" if counted else ""
+        return Verdict(
+            EXIT_NO_ANSWER, (f"no case got an answer from a live model{why}: nothing was measured",)
+        )
+    if gate is None:
+        return Verdict(EXIT_OK, ())
+    lines = []
+    if gate.overall is not None:
+        lines.append(_recall_line("overall", passes, answered, gate.overall))
+    by_suite = recall_table(frame, by=["suite"])
+    for suite, threshold in gate.per_suite.items():
+        row = by_suite.loc[suite] if suite in by_suite.index else None
+        suite_passes, suite_answered = (0, 0) if row is None else (int(row["passes"]), int(row["answered"]))
+        lines.append(_recall_line(suite, suite_passes, suite_answered, threshold))
+    unmet = tuple(line for line in lines if line is not None)
+    return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, unmet)
