@@ -23,6 +23,7 @@ from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, C
 from recall_eval.client import ChatClient
 from recall_eval.errors import UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
+from recall_eval.reuse import key_mismatch
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.server_probe import probe_server
 from recall_eval.store import RunStore
@@ -42,6 +43,29 @@ def versions(server_version: str | None = None) -> dict[str, str]:
     if server_version:
         found["server"] = server_version
     return found
+
+
+def run_versions(spec: RunSpec) -> dict[str, str]:
+    """What a new run records in run.json's versions: the package, Python, and the reuse key of its grid
+    (suite versions and the rendered prompts' digest; see recall_eval.reuse)."""
+    key = suites.reuse_key(package_version(), spec.suites, spec.lengths, spec.depths, spec.trials, spec.seed)
+    return {**versions(), **key}
+
+
+def reuse_key_of(spec: RunSpec) -> dict[str, str]:
+    """The entries of run_versions that a reused run must share (not Python's version)."""
+    return {name: value for name, value in run_versions(spec).items() if name != "python"}
+
+
+def changed_prompts(store: RunStore) -> str | None:
+    """Why a stored run's cases would not be the ones the suites render now (None: they are). Only the
+    suite versions and the prompts' digest count here (a package upgrade alone may finish a run); a run
+    that predates the digest cannot be checked."""
+    stored = store.run.versions
+    if "prompts" not in stored:
+        return None
+    key = {name: value for name, value in reuse_key_of(store.run.spec).items() if name != "recall-eval"}
+    return key_mismatch(stored, key)
 
 
 def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
@@ -82,13 +106,15 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
             )
 
 
-def run_recorded(store: RunStore, profile: Profile, hooks: Hooks) -> None:
+def run_recorded(
+    store: RunStore, profile: Profile, hooks: Hooks, retry: frozenset[str] = frozenset()
+) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early."""
     label = store.run.spec.variant
     try:
         with open_target(profile, store.path, hooks) as target:
-            asyncio.run(run_sweep(store, target, hooks))
+            asyncio.run(run_sweep(store, target, hooks, retry))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
         raise RunInterrupted(store.path, label) from None
@@ -129,8 +155,11 @@ def check_reachable(profile: Profile) -> None:
     asyncio.run(probe())
 
 
-async def run_sweep(store: RunStore, target: Target, hooks: Hooks) -> None:
-    """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish."""
+async def run_sweep(
+    store: RunStore, target: Target, hooks: Hooks, retry: frozenset[str] = frozenset()
+) -> None:
+    """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish.
+    retry: outcomes whose stored cases are not final (they run again; their earlier lines stay)."""
     spec = store.run.spec
     async with http_client() as http:
         facts = await probe_server(target.base_url, http, target.model)
@@ -160,12 +189,14 @@ async def run_sweep(store: RunStore, target: Target, hooks: Hooks) -> None:
             )
         capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
         recipes = build_recipes(spec)
-        done = store.final_case_ids()
+        done = store.final_case_ids(retry=retry)
         limit = facts.context_length
         fits = [recipe for recipe in recipes if limit is None or recipe.target_tokens < limit]
         to_calibrate = {recipe_id(recipe) for recipe in fits} - done
         cache = CalibrationCache.load(store.path)
-        already = [result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes}]
+        already = [
+            result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes} & done
+        ]
         with hooks.sweep_progress(
             total=len(recipes),
             already_done=len(already),
@@ -186,6 +217,7 @@ async def run_sweep(store: RunStore, target: Target, hooks: Hooks) -> None:
                 max_tokens=spec.max_tokens,
                 concurrency=spec.concurrency,
                 context_limit=limit,
+                retry=retry,
             )
             hooks = RunnerHooks(on_start=progress.started, on_result=progress.finished, on_event=progress.log)
             progress.start_run()

@@ -162,6 +162,9 @@ class ResumeOptions:
     base_url: str | None = None  # the same server, now at another URL (or a running one instead)
     port: int | None = None  # a launched server's port (it does not change results)
     render_report: bool = True
+    # outcomes whose cases run again ("error,timeout"); the earlier attempts stay in results.jsonl
+    retry: str | Sequence[str] | None = None
+    stop_leftovers: bool = False  # stop a server of this run that outlived its harness, instead of refusing
 
     @classmethod
     def of(cls, **fields: Any) -> ResumeOptions:
