@@ -147,16 +147,16 @@ def check_target(profile: Profile) -> None:
 def handle_leftovers(store: RunStore, stop: bool, hooks: Hooks) -> None:
     """A server this run started that outlived its harness (servers.json) holds its GPUs and port:
     stopped when asked, else reported with the way to stop it (UserError)."""
-    from launchers.server_records import find_leftovers, stop_leftover
+    from recall_eval.api.reading import leftover_servers, stop_leftover_server
 
-    for leftover in find_leftovers(store.path):
+    for leftover in leftover_servers(store.path):
         if not stop:
             raise UserError(
                 f"{leftover.describe()} from an earlier harness of this run; add --stop-leftovers to stop it "
                 f"(or: kill -TERM -- -{leftover.record.pid})"
             )
         hooks.note(f"stopping {leftover.describe()}")
-        if not stop_leftover(leftover):
+        if not stop_leftover_server(leftover):
             raise UserError(
                 f"could not stop {leftover.describe()}; stop it by hand (kill -KILL -- -{leftover.record.pid})"
             )
