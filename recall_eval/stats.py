@@ -1,99 +1,145 @@
-"""Small, dependency-free statistics for recall reports: intervals, effective length, paired tests.
+"""The statistics of recall-eval, each defined once: recall with its Wilson interval, effective length,
+exact paired tests and percentiles (scipy and numpy do the arithmetic).
 
-Everything here is a pure function of its arguments; reports and the compare command share them.
+Reports, the compare verdict, the console summary and `export` all take their figures from here, applied
+to the one-row-per-case table of recall_eval.frame (columns `counted`, `passed`, `target_tokens`, ...).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from recall_eval.types import RECALL_OUTCOMES, Result
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest, bootstrap
+
+from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
+
+CONFIDENCE = 0.95  # every interval in the reports is a 95% interval
+EFFECTIVE_RECALL = 0.9  # a length "holds" at this recall or above (effective length)
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0  # fixed: a report re-rendered from the same results shows the same interval
 
 
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials (z=1.96: 95%).
+def wilson_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval for k successes in n trials (scipy's binomtest.proportion_ci).
 
-    With n == 0 nothing is known, so the interval is the whole range (0.0, 1.0).
+    None for n == 0: with nothing answered there is no interval to show.
     """
     if n < 0 or k < 0 or k > n:
         raise ValueError(f"wilson_interval needs 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = (z / denom) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # Clamp the rounding noise at the ends (k == 0 gives lo == 0 exactly in exact arithmetic).
-    return (max(0.0, centre - half), min(1.0, centre + half))
+        return None
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
-def recall_counts(results: Iterable[Result]) -> tuple[int, int]:
-    """(passes, answered): answered counts only outcomes from a live model (RECALL_OUTCOMES)."""
-    passes = answered = 0
-    for result in results:
-        if result.outcome in RECALL_OUTCOMES:
-            answered += 1
-            passes += result.outcome == "pass"
-    return passes, answered
+def recall_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Recall per group of a results frame: the one definition of recall.
 
-
-def recall(results: Iterable[Result]) -> float | None:
-    """Share of answered cases that passed; None when no case was answered by a live model.
-
-    Infrastructure outcomes (too_long, oom, crash, timeout, error) are left out entirely:
-    they say nothing about whether the model recalled the fact.
+    recall = passes / answered, where answered counts only outcomes from a live model (the frame's
+    `counted` column: pass, miss, empty, truncated). Infrastructure outcomes (too_long, oom, crash,
+    timeout, error) are counted in `infra`, cells the suite cannot build in `not_applicable`; neither
+    enters recall. Columns: cases, answered, passes, infra, not_applicable, recall (NaN where nothing was
+    answered), ci_low, ci_high (95% Wilson; NaN likewise).
+    With no `by`, one row (index 0) for the whole frame.
     """
-    passes, answered = recall_counts(results)
-    return passes / answered if answered else None
+    parts = frame.assign(
+        cases=1,
+        answered=frame["counted"].astype(int),
+        passes=frame["passed"].astype(int),
+        infra=frame["outcome"].isin(INFRA_OUTCOMES).astype(int),
+        not_applicable=frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES).astype(int),
+    )
+    columns = ["cases", "answered", "passes", "infra", "not_applicable"]
+    if by:
+        table = parts.groupby(list(by), sort=True)[columns].sum()
+    else:
+        table = pd.DataFrame([parts[columns].sum()], index=[0]).astype(int)
+    answered = table["answered"].where(table["answered"] > 0)
+    table["recall"] = table["passes"] / answered
+    bounds = [
+        wilson_interval(k, n) or (np.nan, np.nan)
+        for k, n in zip(table["passes"], table["answered"], strict=True)
+    ]
+    table["ci_low"] = [low for low, _ in bounds]
+    table["ci_high"] = [high for _, high in bounds]
+    return table
 
 
-def effective_length(recall_by_length: Mapping[int, float | None], threshold: float = 0.9) -> int | None:
+def effective_length(
+    recall_by_length: Mapping[int, float | None] | pd.Series, threshold: float = EFFECTIVE_RECALL
+) -> int | None:
     """Longest length L such that L and every shorter length have recall >= threshold.
 
-    None when the shortest length already fails. A length whose recall is None (no answered case,
-    e.g. all OOM) has not shown recall >= threshold, so it ends the run of good lengths too.
+    None when the shortest length already fails. A length whose recall is unknown (None or NaN: no
+    answered case, e.g. all OOM) has not shown recall >= threshold, so it ends the run of good lengths.
     """
-    best: int | None = None
-    for length in sorted(recall_by_length):
-        value = recall_by_length[length]
-        if value is None or value < threshold:
-            break
-        best = length
-    return best
+    series = pd.Series(recall_by_length, dtype=float).sort_index()
+    holding = (series >= threshold).cumprod().astype(bool)  # NaN >= t is False
+    good = series.index[holding.to_numpy()]
+    return int(good[-1]) if len(good) else None
+
+
+def effective_length_of(frame: pd.DataFrame, threshold: float = EFFECTIVE_RECALL) -> int | None:
+    """Effective length of the cases in a results frame (one suite, or several: then it is pooled).
+
+    Lengths where every case was not applicable are left out: nothing was measured there.
+    """
+    measured = frame[~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)]
+    if measured.empty:
+        return None
+    return effective_length(recall_table(measured, ["target_tokens"])["recall"], threshold)
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value for paired outcomes.
+    """Two-sided exact McNemar p-value for paired outcomes with b and c discordant pairs.
 
-    b and c are the discordant pair counts (pass in A only, pass in B only). Under the null each
-    discordant pair goes either way with probability 1/2, so the p-value is the two-sided binomial
-    test of min(b, c) in b + c trials at p = 0.5 (doubling the smaller tail, capped at 1).
+    Under "no difference" each discordant pair goes either way with probability 1/2: the exact binomial
+    test of b in b + c trials at p = 0.5. 1.0 when there is no discordant pair.
     """
     if b < 0 or c < 0:
         raise ValueError(f"mcnemar_exact needs non-negative counts, got b={b}, c={c}")
-    n = b + c
-    if n == 0:
+    if b + c == 0:
         return 1.0
-    low = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(low + 1))
-    # Exact integer arithmetic until the one division: no underflow for large n.
-    return min(1.0, 2 * tail / 2**n)
+    return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """q-th percentile (0..100) with linear interpolation between order statistics (numpy's default).
+def sign_test(better: int, worse: int) -> float:
+    """Two-sided exact sign test (ties left out): the same binomial test as McNemar's."""
+    return mcnemar_exact(better, worse)
 
-    None for an empty sequence.
-    """
+
+def percentile(values: Sequence[float] | pd.Series, q: float) -> float | None:
+    """q-th percentile (0..100), numpy's linear interpolation; NaNs ignored; None when nothing is left."""
     if not 0 <= q <= 100:
         raise ValueError(f"percentile q must be within 0..100, got {q}")
-    if not values:
+    array = np.asarray(values, dtype=float)
+    array = array[~np.isnan(array)]
+    return float(np.percentile(array, q)) if array.size else None
+
+
+def median_change_ci(
+    changes: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Bootstrap percentile interval of the median of per-case changes (scipy.stats.bootstrap).
+
+    Resamples the matched cases (2,000 resamples, fixed seed). It describes case-to-case spread only:
+    for runs made one after the other it cannot separate a real change from drift of the machine, so
+    the reports pair it with no p-value. None for fewer than two cases or when every change is equal.
+    """
+    array = np.asarray(changes, dtype=float)
+    array = array[~np.isnan(array)]
+    if array.size < 2:
         return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    below = math.floor(position)
-    above = min(below + 1, len(ordered) - 1)
-    fraction = position - below
-    return ordered[below] + (ordered[above] - ordered[below]) * fraction
+    if np.all(array == array[0]):
+        return (float(array[0]), float(array[0]))
+    result = bootstrap(
+        (array,),
+        np.median,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    return (float(result.confidence_interval.low), float(result.confidence_interval.high))

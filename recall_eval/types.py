@@ -133,23 +133,22 @@ class Completion(_Frozen):
     prompt_tokens: int | None = None  # server usage.prompt_tokens
     completion_tokens: int | None = None  # server usage.completion_tokens (else counted content chunks)
     ttft_s: float | None = None  # request sent -> first content token
-    itl_s: tuple[float, ...] = ()  # gaps between successive content chunks
+    # gaps between successive content chunks: one gap per token after the first streamed one (SGLang
+    # and the reference engine send one token per chunk; an end token that streams no text has no gap)
+    itl_s: tuple[float, ...] = ()
     latency_s: float | None = None  # request sent -> stream closed
     # raw selections if captured (layers x k), else None
     indexer_topk: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def decode_tokens_per_s(self) -> float | None:
-        if self.completion_tokens is None or self.completion_tokens < 2 or not self.itl_s:
-            return None
-        decode_time = sum(self.itl_s)
-        return (self.completion_tokens - 1) / decode_time if decode_time > 0 else None
+        """Measured gaps over their sum: the tokens streamed after the first, per second they took.
 
-    @property
-    def prefill_tokens_per_s(self) -> float | None:
-        if not self.prompt_tokens or not self.ttft_s:
-            return None
-        return self.prompt_tokens / self.ttft_s
+        Not (completion_tokens - 1): a stopped completion counts its end token in usage, but that token
+        streams no text and so has no measured gap (it would read ~1/n too fast).
+        """
+        decode_time = sum(self.itl_s)
+        return len(self.itl_s) / decode_time if decode_time > 0 else None
 
 
 class Result(_Frozen):
@@ -248,6 +247,9 @@ class Run(_Frozen):
     created_at: float
     finished_at: float | None = None
     note: str | None = None  # why the run stopped, when it did not finish
+    # True when this run's requests were interleaved with another variant's on live servers at the same
+    # time (compare with two --base-url): only then may their speeds be tested as paired samples.
+    interleaved: bool = False
 
 
 class Endpoint(_Frozen):

@@ -8,8 +8,8 @@
     4  finished, recall below --fail-under (overall or for a suite)
   130  interrupted (Ctrl-C)
 
-Recall is passes over answers from a live model (recall_eval.stats.recall_counts); the gate compares
-that point estimate with the threshold.
+Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
+the gate compares that point estimate with the threshold.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from recall_eval.errors import BadInput
-from recall_eval.stats import recall_counts
+from recall_eval.frame import frame_of
+from recall_eval.stats import recall_table
 from recall_eval.types import INFRA_OUTCOMES, Result
 
 EXIT_OK = 0
@@ -89,26 +92,24 @@ class Verdict:
     lines: tuple[str, ...]  # one line per unmet threshold, or why nothing was measured
 
 
-def _recall_line(name: str, passes: int, answered: int, threshold: float) -> str | None:
-    if answered == 0:
+def _recall_line(name: str, row: pd.Series | None, threshold: float) -> str | None:
+    """row: the stats.recall_table row of `name` (None: no case of it stored)."""
+    if row is None or not row["answered"]:
         return f"{name}: no answer from a live model, below --fail-under {threshold:g}"
-    if passes / answered < threshold:
-        return (
-            f"{name}: recall {passes / answered:.3f} ({passes}/{answered}) below --fail-under {threshold:g}"
-        )
+    if row["recall"] < threshold:
+        passes, answered = int(row["passes"]), int(row["answered"])
+        return f"{name}: recall {row['recall']:.3f} ({passes}/{answered}) below --fail-under {threshold:g}"
     return None
 
 
 def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdict:
     """The exit code of a run that finished, and the lines that explain a non-zero one."""
     results = list(results)
-    passes, answered = recall_counts(results)
-    if answered == 0:
-        counted = ", ".join(
-            f"{o} {sum(r.outcome == o for r in results)}"
-            for o in INFRA_OUTCOMES
-            if any(r.outcome == o for r in results)
-        )
+    frame = frame_of([(None, results)])
+    overall = recall_table(frame).iloc[0]
+    if overall["answered"] == 0:
+        outcomes = frame["outcome"].value_counts()
+        counted = ", ".join(f"{o} {outcomes[o]}" for o in INFRA_OUTCOMES if o in outcomes)
         why = f" ({counted})" if counted else ""
         return Verdict(
             EXIT_NO_ANSWER, (f"no case got an answer from a live model{why}: nothing was measured",)
@@ -117,9 +118,9 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdic
         return Verdict(EXIT_OK, ())
     lines = []
     if gate.overall is not None:
-        lines.append(_recall_line("overall", passes, answered, gate.overall))
+        lines.append(_recall_line("overall", overall, gate.overall))
+    by_suite = recall_table(frame, by=["suite"])
     for suite, threshold in gate.per_suite.items():
-        suite_passes, suite_answered = recall_counts(r for r in results if r.suite == suite)
-        lines.append(_recall_line(suite, suite_passes, suite_answered, threshold))
+        lines.append(_recall_line(suite, by_suite.loc[suite] if suite in by_suite.index else None, threshold))
     unmet = tuple(line for line in lines if line is not None)
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, unmet)

@@ -32,6 +32,7 @@ DIFF_CMAP = LinearSegmentedColormap.from_list("recall_diff", DIFF_PALETTE)
 DIFF_NORM = Normalize(vmin=-1.0, vmax=1.0)  # fixed: the same colour means the same change in every report
 # Distinct line colours for variants in the per-length chart (first = baseline).
 VARIANT_COLOURS = ("#5B636E", "#2F6FDE", "#D9822B", "#8E44AD", "#16A085", "#C0392B")
+MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def diff_text(value: float | None) -> str:
@@ -92,7 +93,8 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
             note = f"{_counts(cell_a)} → {_counts(cell_b)}"
             ax.text(x, y + 0.22, note, ha="center", va="center", fontsize=font * 0.72, color=colour)
     scale = ScalarMappable(norm=DIFF_NORM, cmap=DIFF_CMAP)
-    finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, "recall difference (B − A)")
+    colourbar = finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, "B − A, percentage points")
+    colourbar.set_ticks([-1.0, -0.5, 0.0, 0.5, 1.0], labels=["−100", "−50", "0", "+50", "+100"])
     legend = [
         Patch(facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="no answer on one side (infra)")
     ]
@@ -101,33 +103,43 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
 
 
 def length_recall_png(variants: list[VariantFrame], lengths: list[int]) -> bytes:
-    """Recall per length with 95% Wilson intervals, one line per variant (log-scaled length axis)."""
-    fig = Figure(figsize=(7.2, 3.6), dpi=110, layout="constrained")
+    """Recall per length, one line per variant, its 95% Wilson interval as a light bar (log length axis).
+
+    With a few cases per length the intervals are wide: they are drawn light and thin so that they do not
+    hide the lines. Variants are drawn apart (small offsets, distinct markers, the baseline hollow) so that equal
+    recall does not hide one series under another; markers at recall 1.0 stay clear of the top edge.
+    """
+    fig = Figure(figsize=(7.2, 3.4), dpi=110, layout="constrained")
     ax = fig.add_subplot()
     n = len(variants)
     for index, frame in enumerate(variants):
-        xs, ys, low, high = [], [], [], []
-        for length in lengths:
-            stat = frame.lengths.get(length)
-            if stat is None or stat.recall is None:
-                continue
-            ci_low, ci_high = frame.length_ci[length]
-            # Small multiplicative offsets keep overlapping intervals apart on the log axis.
-            xs.append(length * (1.0 + 0.025 * (index - (n - 1) / 2)))
-            ys.append(stat.recall)
-            low.append(max(0.0, stat.recall - ci_low))  # clamp float noise at recall 0 or 1
-            high.append(max(0.0, ci_high - stat.recall))
+        rows = [
+            frame.lengths[n_]
+            for n_ in lengths
+            if n_ in frame.lengths and frame.lengths[n_].recall is not None
+        ]
+        offset = 1.0 + 0.04 * (index - (n - 1) / 2)
+        xs = [row.target_tokens * offset for row in rows]
+        ys = [row.recall for row in rows]
         colour = VARIANT_COLOURS[index % len(VARIANT_COLOURS)]
-        ax.errorbar(xs, ys, yerr=[low, high], label=frame.label, color=colour, marker="o", markersize=4,
-                    capsize=3, linewidth=1.4)  # fmt: skip
+        # Intervals as thin, light whiskers: the points and lines carry the reading, not the bars.
+        ax.vlines(xs, [row.ci_low for row in rows], [row.ci_high for row in rows], color=colour, alpha=0.35,
+                  linewidth=2.5, zorder=2)  # fmt: skip
+        ax.plot(xs, ys, color=colour, linewidth=1.6, linestyle="--" if index == 0 else "-",
+                marker=MARKERS[index % len(MARKERS)], markersize=6,
+                markerfacecolor="white" if index == 0 else colour, markeredgewidth=1.4,
+                label=f"{frame.label} (baseline)" if index == 0 else frame.label, clip_on=False, zorder=3 + index)  # fmt: skip
     ax.set_xscale("log")
     ax.set_xticks(lengths, [tokens(v) for v in lengths], rotation=30, ha="right")
     ax.minorticks_off()
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_ylabel("recall (95% Wilson interval)")
+    if lengths:
+        ax.set_xlim(min(lengths) / 1.15, max(lengths) * 1.15)
+    ax.set_ylim(-0.04, 1.06)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_ylabel("recall")
     ax.set_xlabel("context length (tokens)")
     ax.grid(axis="y", color="#E3E6EA", linewidth=0.8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.legend(fontsize=8, frameon=False, loc="lower left")
+    ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 1.14), ncols=min(n, 4))
     return _save(fig)

@@ -2,18 +2,23 @@
 
 One VariantFrame per variant (recall per suite/length/cell with Wilson intervals, effective length,
 throughput medians, time to ready, memory plan), and one PairFrame per variant against the first
-(exact McNemar on identical cases, overall, per suite and per length; recall differences per cell).
+(exact McNemar on identical cases, overall, per suite and per length; recall differences per cell;
+per-case speed changes). Everything is aggregated with pandas from each run's results frame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from recall_eval.stats import mcnemar_exact, percentile, wilson_interval
-from recall_eval.types import NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
+import pandas as pd
+
+from recall_eval.frame import frame_of
+from recall_eval.stats import mcnemar_exact, median_change_ci, percentile, sign_test
+from recall_eval.types import NOT_APPLICABLE_OUTCOMES, Result, Run
 from reports import frames
 
 
@@ -26,10 +31,15 @@ class VariantRun:
     run: Run
     results: list[Result]  # one per case id (frames.latest_per_case)
 
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """The run's results frame (recall_eval.frame)."""
+        return frame_of([(self.run, self.results)])
+
 
 @dataclass(frozen=True)
 class Throughput:
-    """Medians over live completions (None where nothing was measured)."""
+    """Medians over answered requests (None where nothing was measured)."""
 
     ttft_s: float | None
     prefill_tps: float | None
@@ -38,78 +48,62 @@ class Throughput:
 
 
 METRICS: tuple[tuple[str, str, bool], ...] = (
-    # (Throughput attribute, label, higher is better)
+    # (results frame column and Throughput attribute, label, higher is better)
     ("ttft_s", "TTFT p50", False),
     ("prefill_tps", "prefill tok/s p50", True),
     ("decode_tps", "decode tok/s p50", True),
 )
 
 
-def _prompt_tokens(result: Result) -> int | None:
-    """Server usage where it reported one, else the calibrated length (as reports.frames counts it)."""
-    if result.completion is not None and result.completion.prompt_tokens:
-        return result.completion.prompt_tokens
-    return result.prompt_tokens
-
-
-def request_metrics(result: Result) -> dict[str, float]:
-    """One request's TTFT, prefill and decode speed (those measured); empty unless a live model answered."""
-    completion = result.completion
-    if result.outcome not in RECALL_OUTCOMES or completion is None:
-        return {}
-    values: dict[str, float] = {}
-    if completion.ttft_s:
-        values["ttft_s"] = completion.ttft_s
-        if tokens := _prompt_tokens(result):
-            values["prefill_tps"] = tokens / completion.ttft_s
-    if (speed := completion.decode_tokens_per_s) is not None:
-        values["decode_tps"] = speed
-    return values
-
-
-def throughput_of(results: Iterable[Result]) -> Throughput:
-    measured = [
-        request_metrics(r) for r in results if r.outcome in RECALL_OUTCOMES and r.completion is not None
-    ]
-
-    def median(name: str) -> float | None:
-        return percentile([m[name] for m in measured if name in m], 50)
-
+def throughput_of(frame: pd.DataFrame) -> Throughput:
     return Throughput(
-        ttft_s=median("ttft_s"),
-        prefill_tps=median("prefill_tps"),
-        decode_tps=median("decode_tps"),
-        samples=len(measured),
+        ttft_s=percentile(frame["ttft_s"], 50),
+        prefill_tps=percentile(frame["prefill_tps"], 50),
+        decode_tps=percentile(frame["decode_tps"], 50),
+        samples=int(frame["ttft_s"].notna().sum()),
     )
 
 
 @dataclass(frozen=True)
-class SignTest:
-    """Per-request speed on identical cases: in how many pairs B was better or worse (exact sign test)."""
+class SpeedChange:
+    """One metric on the cases timed under both variants: B against A, case by case."""
 
-    better: int  # B faster (for TTFT: lower)
+    cases: int  # cases with the metric measured under both
+    median_change_pct: float | None  # median over cases of (B - A) / A, in percent
+    ci_low_pct: float | None  # 95% bootstrap interval of that median (stats.median_change_ci)
+    ci_high_pct: float | None
+    better: int  # cases where B was better (for TTFT: lower); ties left out
     worse: int
-    p_value: float  # two-sided; ties are left out
+    # exact sign test: only when the two runs were interleaved on live servers at the same time;
+    # for sequential runs the cases are not exchangeable (machine drift), so no p-value is given
+    p_value: float | None
 
 
-def speed_sign_tests(a_results: Iterable[Result], b_results: Iterable[Result]) -> dict[str, SignTest]:
-    """For each metric, a sign test over the cases measured under both variants."""
-    a_by_id = {r.case_id: request_metrics(r) for r in a_results}
-    b_by_id = {r.case_id: request_metrics(r) for r in b_results}
-    tests = {}
+def matched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Cases present in both frames, joined on case id (columns suffixed _a and _b)."""
+    return a.merge(b, on="case_id", suffixes=("_a", "_b"), how="inner")
+
+
+def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[str, SpeedChange]:
+    both = matched(a, b)
+    changes = {}
     for name, _, higher_is_better in METRICS:
-        better = worse = 0
-        for case_id in a_by_id.keys() & b_by_id.keys():
-            a_value, b_value = a_by_id[case_id].get(name), b_by_id[case_id].get(name)
-            if a_value is None or b_value is None or a_value == b_value:
-                continue
-            if (b_value > a_value) == higher_is_better:
-                better += 1
-            else:
-                worse += 1
-        # The sign test is the exact McNemar computation on the two discordant counts.
-        tests[name] = SignTest(better=better, worse=worse, p_value=mcnemar_exact(better, worse))
-    return tests
+        pairs = both[[f"{name}_a", f"{name}_b"]].dropna()
+        va, vb = pairs[f"{name}_a"], pairs[f"{name}_b"]
+        pct = ((vb - va) / va * 100.0)[va > 0]
+        up, down = int((vb > va).sum()), int((vb < va).sum())
+        better, worse = (up, down) if higher_is_better else (down, up)
+        ci = median_change_ci(pct)
+        changes[name] = SpeedChange(
+            cases=len(pairs),
+            median_change_pct=percentile(pct, 50),
+            ci_low_pct=ci[0] if ci else None,
+            ci_high_pct=ci[1] if ci else None,
+            better=better,
+            worse=worse,
+            p_value=sign_test(better, worse) if interleaved and better + worse else None,
+        )
+    return changes
 
 
 def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
@@ -150,13 +144,6 @@ def memory_plan_of(run: Run) -> MemoryPlan:
     )
 
 
-def _group(results: Iterable[Result], key: Callable[[Result], Any]) -> dict[Any, list[Result]]:
-    groups: dict[Any, list[Result]] = {}
-    for result in results:
-        groups.setdefault(key(result), []).append(result)
-    return groups
-
-
 @dataclass(frozen=True)
 class VariantFrame:
     label: str
@@ -167,10 +154,10 @@ class VariantFrame:
     summary: frames.Summary  # overall recall with Wilson interval, effective length, outcome counts
     suite_summaries: dict[str, frames.Summary]
     grids: dict[str, frames.SuiteGrid]  # per suite, over the compare's common lengths and depths
-    lengths: dict[int, frames.LengthFrame]  # per length: recall and throughput (all suites together)
-    length_ci: dict[int, tuple[float, float]]  # per length: 95% Wilson interval of recall
-    throughput: Throughput  # medians over every live completion
+    lengths: dict[int, frames.LengthFrame]  # per length: recall with interval, throughput (all suites)
+    throughput: Throughput  # medians over every answered request
     memory: MemoryPlan
+    interleaved: bool = False  # run.json: its requests were interleaved with another variant's
 
     @property
     def effective_length(self) -> int | None:
@@ -196,23 +183,20 @@ def _profile_summary(run: Run) -> str:
 def variant_frame(
     variant: VariantRun, suites: list[str], lengths: list[int], depths: list[float]
 ) -> VariantFrame:
-    results = variant.results
-    length_frames = {frame.target_tokens: frame for frame in frames.length_frames(results)}
+    frame = variant.frame
     return VariantFrame(
         label=variant.label,
         run_id=variant.run.run_id,
         run_dir=variant.run_dir,
         status=variant.run.status,
         profile_summary=_profile_summary(variant.run),
-        summary=frames.summarize(results),
-        suite_summaries={
-            suite: frames.summarize([r for r in results if r.suite == suite]) for suite in suites
-        },
-        grids={suite: frames.suite_grid(results, suite, lengths, depths) for suite in suites},
-        lengths=length_frames,
-        length_ci={n: wilson_interval(f.passes, f.answered) for n, f in length_frames.items()},
-        throughput=throughput_of(results),
+        summary=frames.summarize(frame, planned=suites),
+        suite_summaries={suite: frames.summarize(frame[frame["suite"] == suite]) for suite in suites},
+        grids={suite: frames.suite_grid(frame, suite, lengths, depths) for suite in suites},
+        lengths={row.target_tokens: row for row in frames.length_frames(frame)},
+        throughput=throughput_of(frame),
         memory=memory_plan_of(variant.run),
+        interleaved=variant.run.interleaved,
     )
 
 
@@ -234,24 +218,28 @@ class PairedTest:
         return self.both_pass + self.both_fail + self.lost + self.gained
 
 
-def paired_test(a_results: Iterable[Result], b_results: Iterable[Result]) -> PairedTest:
-    a_by_id = {r.case_id: r for r in a_results}
-    b_by_id = {r.case_id: r for r in b_results}
-    counts = {"both_pass": 0, "both_fail": 0, "lost": 0, "gained": 0, "excluded_infra": 0}
-    for case_id in a_by_id.keys() & b_by_id.keys():
-        a, b = a_by_id[case_id], b_by_id[case_id]
-        if a.outcome in NOT_APPLICABLE_OUTCOMES and b.outcome in NOT_APPLICABLE_OUTCOMES:
-            continue  # a cell neither side could build: nothing to compare, nothing to flag
-        if not (a.outcome in RECALL_OUTCOMES and b.outcome in RECALL_OUTCOMES):
-            counts["excluded_infra"] += 1
-            continue
-        a_pass, b_pass = a.outcome == "pass", b.outcome == "pass"
-        key = {(True, True): "both_pass", (False, False): "both_fail", (True, False): "lost"}.get(
-            (a_pass, b_pass), "gained"
-        )
-        counts[key] += 1
-    unpaired = len(a_by_id.keys() ^ b_by_id.keys())
-    return PairedTest(**counts, unpaired=unpaired, p_value=mcnemar_exact(counts["lost"], counts["gained"]))
+def paired_test(a: frames.ResultsLike, b: frames.ResultsLike) -> PairedTest:
+    a_frame, b_frame = frames.as_frame(a), frames.as_frame(b)
+    both = matched(a_frame, b_frame)
+    # a cell neither side could build: nothing to compare, nothing to flag
+    both = both[
+        ~(both["outcome_a"].isin(NOT_APPLICABLE_OUTCOMES) & both["outcome_b"].isin(NOT_APPLICABLE_OUTCOMES))
+    ]
+    live = both[both["counted_a"] & both["counted_b"]]
+    table = pd.crosstab(live["passed_a"], live["passed_b"]).reindex(
+        index=[True, False], columns=[True, False], fill_value=0
+    )
+    lost, gained = int(table.at[True, False]), int(table.at[False, True])
+    unpaired = len(set(a_frame["case_id"]) ^ set(b_frame["case_id"]))
+    return PairedTest(
+        both_pass=int(table.at[True, True]),
+        both_fail=int(table.at[False, False]),
+        lost=lost,
+        gained=gained,
+        excluded_infra=len(both) - len(live),
+        unpaired=unpaired,
+        p_value=mcnemar_exact(lost, gained),
+    )
 
 
 def _pct_change(base: float | None, new: float | None) -> float | None:
@@ -294,31 +282,42 @@ class PairFrame:
     by_suite: dict[str, PairedTest]
     by_length: dict[int, PairedTest]
     diff_grids: dict[str, DiffGrid]  # per suite: recall B - A per cell
-    throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change B vs A
-    speed_tests: dict[str, SignTest] = field(default_factory=dict)  # metric -> per-request sign test
+    throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
+    speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
+    interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
 
 
-def pair_frame(a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: VariantFrame) -> PairFrame:
-    a_suite, b_suite = _group(a_run.results, lambda r: r.suite), _group(b_run.results, lambda r: r.suite)
-    a_len = _group(a_run.results, lambda r: r.target_tokens)
-    b_len = _group(b_run.results, lambda r: r.target_tokens)
+def _tests_by(
+    a: pd.DataFrame, b: pd.DataFrame, column: str, order: list[Any] | None = None
+) -> dict[Any, PairedTest]:
+    """Paired tests per value of column, in the given order (else sorted), for values present in a or b."""
+    present = set(a[column]) | set(b[column])
+    keys = [key for key in order if key in present] if order is not None else sorted(present)
+    return {_plain(key): paired_test(a[a[column] == key], b[b[column] == key]) for key in keys}
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def pair_frame(
+    a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: VariantFrame, interleaved: bool = False
+) -> PairFrame:
+    """B against A; interleaved (from compare.json, or both run.json files) allows a paired speed test."""
+    interleaved = interleaved or (a_run.run.interleaved and b_run.run.interleaved)
     return PairFrame(
         a=a,
         b=b,
-        overall=paired_test(a_run.results, b_run.results),
-        by_suite={
-            s: paired_test(a_suite.get(s, []), b_suite.get(s, []))
-            for s in sorted(a_suite.keys() | b_suite.keys())
-        },
-        by_length={
-            n: paired_test(a_len.get(n, []), b_len.get(n, [])) for n in sorted(a_len.keys() | b_len.keys())
-        },
+        overall=paired_test(a_run.frame, b_run.frame),
+        by_suite=_tests_by(a_run.frame, b_run.frame, "suite", list(a.grids)),
+        by_length=_tests_by(a_run.frame, b_run.frame, "target_tokens"),
         diff_grids={suite: diff_grid(a.grids[suite], b.grids[suite]) for suite in a.grids},
         throughput_change={
             name: _pct_change(getattr(a.throughput, name), getattr(b.throughput, name))
             for name, _, _ in METRICS
         },
-        speed_tests=speed_sign_tests(a_run.results, b_run.results),
+        speed_changes=speed_changes(a_run.frame, b_run.frame, interleaved),
+        interleaved=interleaved,
     )
 
 
@@ -331,17 +330,17 @@ class CompareFrames:
     depths: list[float]
 
 
-def compare_frames(runs: list[VariantRun]) -> CompareFrames:
+def compare_frames(runs: list[VariantRun], interleaved: bool = False) -> CompareFrames:
     """Frames for every variant and for each variant against the first."""
     if len(runs) < 2:
         raise ValueError("a compare needs at least two runs")
-    every = [r for run in runs for r in run.results]
+    every = pd.concat([run.frame for run in runs], ignore_index=True)
     suites = list(frames.suites_in(every, runs[0].run.spec.suites))
-    lengths = sorted(set(runs[0].run.spec.lengths) | {r.target_tokens for r in every})
-    depths = sorted(set(runs[0].run.spec.depths) | {r.depth_percent for r in every})
+    lengths = sorted(set(runs[0].run.spec.lengths) | {int(n) for n in every["target_tokens"]})
+    depths = sorted(set(runs[0].run.spec.depths) | {float(d) for d in every["depth_percent"]})
     variants = [variant_frame(run, suites, lengths, depths) for run in runs]
     pairs = [
-        pair_frame(runs[0], run, variants[0], frame)
+        pair_frame(runs[0], run, variants[0], frame, interleaved)
         for run, frame in zip(runs[1:], variants[1:], strict=True)
     ]
     return CompareFrames(variants=variants, pairs=pairs, suites=suites, lengths=lengths, depths=depths)

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ class CompareManifest(BaseModel):
     created_at: float
     command: str | None = None  # the command line that made it, for the report header
     variants: tuple[CompareVariant, ...]
+    # True when the variants' requests were interleaved on live servers at the same time; False (the
+    # default) for runs made one after another, whose speeds are not tested as paired samples
+    interleaved: bool = False
 
 
 def _png_uri(png: bytes) -> str:
@@ -126,8 +129,10 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
                 "passes": v.summary.passes,
                 "answered": v.summary.answered,
                 "recall": v.summary.recall,
-                "recall_ci95": [v.summary.ci_low, v.summary.ci_high],
+                "recall_ci95": _interval(v.summary.ci_low, v.summary.ci_high),
                 "effective_length": v.summary.effective_length,
+                "effective_length_pooled": v.summary.pooled,
+                "effective_length_by_suite": v.summary.suite_effective_lengths,
                 "outcomes": v.summary.outcomes,
                 "per_length": [
                     {
@@ -135,7 +140,7 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
                         "passes": f.passes,
                         "answered": f.answered,
                         "recall": f.recall,
-                        "recall_ci95": list(v.length_ci[n]),
+                        "recall_ci95": _interval(f.ci_low, f.ci_high),
                         "ttft_p50_s": f.ttft_p50_s,
                         "prefill_tps_p50": f.prefill_tps_p50,
                         "decode_tps_p50": f.decode_tps_p50,
@@ -156,14 +161,16 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
             "throughput_change_pct": pair.throughput_change,
-            "speed_sign_tests": {
-                name: {"better": t.better, "worse": t.worse, "p_value": t.p_value}
-                for name, t in pair.speed_tests.items()
-            },
+            "interleaved": pair.interleaved,
+            "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
         }
         for pair in data.pairs
     ]
     return {"variants": variants, "pairs": pairs}
+
+
+def _interval(low: float | None, high: float | None) -> list[float] | None:
+    return None if low is None or high is None else [low, high]
 
 
 def _pct_change(base: float | int | None, new: float | int | None) -> str:
@@ -240,7 +247,7 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
                 results=frames.latest_per_case(stored),
             )
         )
-    data = compare_frames(runs)
+    data = compare_frames(runs, manifest.interleaved)
     text = verdict(data)
     panels = suite_panels(data)
     for panel in panels:

@@ -3,8 +3,9 @@
 Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
 test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
 cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
-medians (each with an exact sign test over the cases timed under both variants, so that noise is called
-noise) and the memory plan where they differ; then the pairs the test had to leave out. Plain text: the
+medians (each with a bootstrap interval of the per-case change; an exact sign test only when the runs were
+interleaved on live servers, since runs made one after the other are not exchangeable) and the memory plan
+where they differ; then the pairs the test had to leave out. Plain text: the
 template escapes it.
 """
 
@@ -91,14 +92,26 @@ def _details(pair: PairFrame) -> list[str]:
         change = pair.throughput_change.get(name)
         if change is None:
             continue
-        sign = pair.speed_tests.get(name)
         text = f"{METRIC_WORDS[name]} {format_pct(change)}"
-        if sign is not None and sign.better + sign.worse:
-            p_text = format_p(sign.p_value)
-            text += f" ({p_text})" if sign.p_value < SIGNIFICANCE else f" (not significant, {p_text})"
+        case = pair.speed_changes.get(name)
+        notes = []
+        if case is not None and case.ci_low_pct is not None and case.ci_high_pct is not None:
+            if case.ci_low_pct == case.ci_high_pct:
+                notes.append(f"{format_pct(case.ci_low_pct)} on every timed case")
+            else:
+                low, high = format_pct(case.ci_low_pct), format_pct(case.ci_high_pct)
+                notes.append(f"per-case median 95% CI {low} to {high}")
+        if case is not None and case.p_value is not None:
+            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
+            notes.append(f"{significant}sign test {format_p(case.p_value)}")
+        if notes:
+            text += f" ({'; '.join(notes)})"
         speeds.append(text)
     if speeds:
-        details.append("median " + ", ".join(speeds))
+        order = (
+            "interleaved runs" if pair.interleaved else "runs made one after the other: drift not excluded"
+        )
+        details.append("median " + ", ".join(speeds) + f" [{order}]")
     if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
         slots = (
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens

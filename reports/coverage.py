@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
@@ -83,46 +84,59 @@ class CoverageView:
         )
 
 
-def _group(result: Result) -> str | None:
-    if result.outcome == "pass":
+def _coverage_table(results: Sequence[Result]) -> pd.DataFrame:
+    """One row per (case with coverage, indexer layer): group (pass / miss / None), length, layer, share."""
+    rows = [
+        (_group(r.outcome), r.target_tokens, layer, share)
+        for r in results
+        if r.coverage is not None
+        for layer, share in enumerate(r.coverage.layers)
+    ]
+    return pd.DataFrame(rows, columns=["group", "target_tokens", "layer", "share"])
+
+
+def _group(outcome: str) -> str | None:
+    if outcome == "pass":
         return "pass"
-    return "miss" if result.outcome in NON_PASS_ANSWERS else None
+    return "miss" if outcome in NON_PASS_ANSWERS else None
 
 
 def coverage_grid(
     results: Sequence[Result], group: str, lengths: tuple[int, ...], n_layers: int
 ) -> CoverageGrid:
-    members = [r for r in results if r.coverage is not None and _group(r) == group]
-    sums = [[0.0] * len(lengths) for _ in range(n_layers)]
-    counts = [0] * len(lengths)
-    for result in members:
-        assert result.coverage is not None
-        column = lengths.index(result.target_tokens)
-        counts[column] += 1
-        for layer, share in enumerate(result.coverage.layers[:n_layers]):
-            sums[layer][column] += share
-    cells = tuple(
-        tuple(total / counts[i] if counts[i] else None for i, total in enumerate(row)) for row in sums
+    members = [r for r in results if r.coverage is not None and _group(r.outcome) == group]
+    table = _coverage_table(members)
+    table = table[table["layer"] < n_layers]
+    means = table.pivot_table(index="layer", columns="target_tokens", values="share", aggfunc="mean")
+    means = means.reindex(index=range(n_layers), columns=list(lengths))
+    counts = pd.Series([r.target_tokens for r in members], dtype="int64").value_counts()
+    cells = tuple(tuple(None if pd.isna(v) else float(v) for v in row) for row in means.to_numpy())
+    return CoverageGrid(
+        group=group,
+        lengths=lengths,
+        n_layers=n_layers,
+        cells=cells,
+        counts=tuple(int(counts.get(n, 0)) for n in lengths),
     )
-    return CoverageGrid(group=group, lengths=lengths, n_layers=n_layers, cells=cells, counts=tuple(counts))
 
 
 def cause_rows(results: Sequence[Result]) -> tuple[CauseRow, ...]:
-    rows = []
-    misses = [r for r in results if _group(r) == "miss"]
-    for length in sorted({r.target_tokens for r in misses}):
-        here = [r for r in misses if r.target_tokens == length]
-        causes = [r.coverage.cause for r in here if r.coverage is not None]
-        rows.append(
-            CauseRow(
-                target_tokens=length,
-                misses=len(here),
-                covered=len(causes),
-                selection=causes.count("selection"),
-                generation=causes.count("generation"),
-            )
-        )
-    return tuple(rows)
+    """Misses (answered non-passes) per length: how many, how many with coverage, and their causes."""
+    misses = pd.DataFrame(
+        [
+            (r.target_tokens, r.coverage is not None, r.coverage.cause if r.coverage else None)
+            for r in results
+            if _group(r.outcome) == "miss"
+        ],
+        columns=["target_tokens", "covered", "cause"],
+    )
+    grouped = misses.assign(
+        selection=misses["cause"] == "selection", generation=misses["cause"] == "generation", misses=1
+    ).groupby("target_tokens")[["misses", "covered", "selection", "generation"]]
+    return tuple(
+        CauseRow(target_tokens=int(length), **{k: int(v) for k, v in row.items()})
+        for length, row in grouped.sum().iterrows()
+    )
 
 
 def _draw_panel(ax: Axes, grid: CoverageGrid, title: str) -> None:

@@ -1,20 +1,38 @@
-"""Stored results -> aggregates for reports: per-cell recall, per-length recall and throughput, summary.
+"""Results frame -> the aggregates a report shows: per-cell recall, per-length recall and throughput, summary.
 
-Pure functions of a list of Results (and the run's grid where given), so the single-run report,
-a compare report and the indexer coverage view can all build on the same frames.
+Every function takes the one-row-per-case table of recall_eval.frame (a list of Results is turned into
+one) and aggregates it with pandas; recall, its interval and effective length come from recall_eval.stats,
+rates from the frame's prefill_tps / decode_tps columns. The small dataclasses below are what templates
+and charts read.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from recall_eval.stats import effective_length, percentile, recall_counts, wilson_interval
+import pandas as pd
+
+from recall_eval.frame import frame_of
+from recall_eval.stats import EFFECTIVE_RECALL, effective_length_of, percentile, recall_table
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
 
 ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES + NOT_APPLICABLE_OUTCOMES
-EFFECTIVE_RECALL = 0.9  # a length counts as "holding" at this recall or above (issue 2)
+ResultsLike = pd.DataFrame | Sequence[Result]
+
+
+def as_frame(data: ResultsLike) -> pd.DataFrame:
+    """A results frame as is; a list of Results (without their run) as a results frame."""
+    return data if isinstance(data, pd.DataFrame) else frame_of([(None, list(data))])
+
+
+def _none(value: Any) -> Any:
+    """NaN / NA -> None, numpy scalars -> Python numbers (templates and JSON read plain values)."""
+    if value is None or pd.isna(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 @dataclass(frozen=True)
@@ -25,6 +43,7 @@ class CellFrame:
     target_tokens: int
     depth_percent: float
     outcomes: dict[Outcome, int]  # every outcome of ALL_OUTCOMES, zero where absent
+    recall: float | None = None  # passes / answered (stats.recall_table); None when nothing was answered
 
     @property
     def total(self) -> int:
@@ -45,11 +64,6 @@ class CellFrame:
     @property
     def not_applicable(self) -> int:
         return self.outcomes["not_applicable"]
-
-    @property
-    def recall(self) -> float | None:
-        """Passes over answered cases; None when nothing was answered (empty or all infrastructure)."""
-        return self.passes / self.answered if self.answered else None
 
     @property
     def infra_outcomes(self) -> tuple[Outcome, ...]:
@@ -76,16 +90,15 @@ class LengthFrame:
     cases: int
     passes: int
     answered: int
+    recall: float | None
+    ci_low: float | None  # 95% Wilson interval of recall; None when nothing was answered
+    ci_high: float | None
     prompt_tokens_p50: float | None  # what the server actually saw (usage, else calibration)
     ttft_p50_s: float | None
     ttft_p95_s: float | None
     prefill_tps_p50: float | None  # prompt tokens / TTFT
-    decode_tps_p50: float | None  # (completion tokens - 1) / sum of inter-token gaps
-    timed: int  # requests with client timings (a completion from a live server)
-
-    @property
-    def recall(self) -> float | None:
-        return self.passes / self.answered if self.answered else None
+    decode_tps_p50: float | None  # measured gaps / their sum (recall_eval.types.Completion)
+    timed: int  # answered requests with client timings
 
 
 @dataclass(frozen=True)
@@ -96,11 +109,13 @@ class Summary:
     passes: int
     answered: int
     recall: float | None
-    ci_low: float
-    ci_high: float
-    effective_length: int | None
+    ci_low: float | None  # None when nothing was answered
+    ci_high: float | None
+    effective_length: int | None  # over the set as given: pooled when it holds several suites
     threshold: float
     outcomes: dict[Outcome, int] = field(default_factory=dict)  # every outcome, zero where absent
+    # per suite: effective length of that suite alone (the figure to quote)
+    suite_effective_lengths: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def infra(self) -> int:
@@ -110,13 +125,14 @@ class Summary:
     def not_applicable(self) -> int:
         return self.outcomes.get("not_applicable", 0)
 
+    @property
+    def pooled(self) -> bool:
+        """True when effective_length pools several suites."""
+        return len(self.suite_effective_lengths) > 1
+
 
 def latest_per_case(results: Iterable[Result]) -> list[Result]:
-    """One result per (variant, case id), the last stored one winning, in a stable order.
-
-    The store keeps each case once; this guards the report against a re-run case being counted twice
-    and makes it independent of the order in which concurrent cases finished.
-    """
+    """One result per (variant, case id), the last stored one winning, in grid order."""
     latest: dict[tuple[str, str], Result] = {}
     for result in results:
         latest[(result.variant, result.case_id)] = result
@@ -127,130 +143,123 @@ def _case_order(result: Result) -> tuple[str, int, float, int, str]:
     return (result.suite, result.target_tokens, result.depth_percent, result.trial, result.case_id)
 
 
-def count_outcomes(results: Iterable[Result]) -> dict[Outcome, int]:
-    counts = Counter(r.outcome for r in results)
-    return {o: counts.get(o, 0) for o in ALL_OUTCOMES}
+def count_outcomes(data: ResultsLike) -> dict[Outcome, int]:
+    counts = as_frame(data)["outcome"].value_counts()
+    return {o: int(counts.get(o, 0)) for o in ALL_OUTCOMES}
 
 
-def recall_by_length(results: Iterable[Result]) -> dict[int, float | None]:
+def recall_by_length(data: ResultsLike) -> dict[int, float | None]:
     """Recall per target length over answered cases; None where a length has no answered case.
     Lengths where every case was not applicable are left out (nothing was measured there)."""
-    by_length: dict[int, list[Result]] = {}
-    for result in results:
-        if result.outcome in NOT_APPLICABLE_OUTCOMES:
-            continue
-        by_length.setdefault(result.target_tokens, []).append(result)
-    out: dict[int, float | None] = {}
-    for length in sorted(by_length):
-        passes, answered = recall_counts(by_length[length])
-        out[length] = passes / answered if answered else None
-    return out
+    frame = as_frame(data)
+    table = recall_table(frame[~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)], ["target_tokens"])
+    return {int(length): _none(value) for length, value in table["recall"].items()}
 
 
-def summarize(results: Sequence[Result], threshold: float = EFFECTIVE_RECALL) -> Summary:
-    passes, answered = recall_counts(results)
-    low, high = wilson_interval(passes, answered)
+def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: Iterable[str] = ()) -> Summary:
+    """Headline numbers; per-suite effective lengths in the order of suites_in(data, planned)."""
+    frame = as_frame(data)
+    overall = recall_table(frame).iloc[0]
+    by_suite = {
+        suite: effective_length_of(frame[frame["suite"] == suite], threshold)
+        for suite in suites_in(frame, planned)
+        if (frame["suite"] == suite).any()
+    }
     return Summary(
-        cases=len(results),
-        passes=passes,
-        answered=answered,
-        recall=passes / answered if answered else None,
-        ci_low=low,
-        ci_high=high,
-        effective_length=effective_length(recall_by_length(results), threshold),
+        cases=int(overall["cases"]),
+        passes=int(overall["passes"]),
+        answered=int(overall["answered"]),
+        recall=_none(overall["recall"]),
+        ci_low=_none(overall["ci_low"]),
+        ci_high=_none(overall["ci_high"]),
+        effective_length=effective_length_of(frame, threshold),
         threshold=threshold,
-        outcomes=count_outcomes(results),
+        outcomes=count_outcomes(frame),
+        suite_effective_lengths=by_suite,
     )
 
 
 def suite_grid(
-    results: Sequence[Result],
+    data: ResultsLike,
     suite: str,
     lengths: Iterable[int] = (),
     depths: Iterable[float] = (),
 ) -> SuiteGrid:
     """The suite's cells over the union of the planned grid (lengths, depths) and what was stored."""
-    mine = [r for r in results if r.suite == suite]
-    all_lengths = tuple(sorted(set(lengths) | {r.target_tokens for r in mine}))
-    all_depths = tuple(sorted(set(depths) | {r.depth_percent for r in mine}))
-    grouped: dict[tuple[int, float], list[Result]] = {}
-    for result in mine:
-        grouped.setdefault((result.target_tokens, result.depth_percent), []).append(result)
+    frame = as_frame(data)
+    mine = frame[frame["suite"] == suite]
+    all_lengths = tuple(sorted(set(lengths) | {int(n) for n in mine["target_tokens"]}))
+    all_depths = tuple(sorted(set(depths) | {float(d) for d in mine["depth_percent"]}))
+    counts = mine.groupby(["target_tokens", "depth_percent", "outcome"]).size()
+    stored = counts.unstack("outcome", fill_value=0) if len(counts) else pd.DataFrame()
+    recall = recall_table(mine, ["target_tokens", "depth_percent"])["recall"] if len(mine) else pd.Series()
     rows = []
     for depth in all_depths:
-        row = []
+        row: list[CellFrame | None] = []
         for length in all_lengths:
-            members = grouped.get((length, depth))
-            row.append(CellFrame(suite, length, depth, count_outcomes(members)) if members else None)
+            if (length, depth) not in stored.index:
+                row.append(None)
+                continue
+            here = stored.loc[(length, depth)]
+            outcomes = {o: int(here.get(o, 0)) for o in ALL_OUTCOMES}
+            row.append(CellFrame(suite, length, depth, outcomes, _none(recall.loc[(length, depth)])))
         rows.append(tuple(row))
     return SuiteGrid(suite=suite, lengths=all_lengths, depths=all_depths, cells=tuple(rows))
 
 
-def suites_in(results: Iterable[Result], planned: Iterable[str] = ()) -> tuple[str, ...]:
+def suites_in(data: ResultsLike, planned: Iterable[str] = ()) -> tuple[str, ...]:
     """Suites to show: the planned ones in their order, then any others found in the results."""
-    order = list(dict.fromkeys(planned))
-    for result in results:
-        if result.suite not in order:
-            order.append(result.suite)
-    return tuple(order)
+    found = as_frame(data)["suite"].drop_duplicates().tolist()
+    return tuple(dict.fromkeys([*planned, *found]))
 
 
-def _prompt_tokens(result: Result) -> int | None:
-    completion = result.completion
-    if completion is not None and completion.prompt_tokens:
-        return completion.prompt_tokens
-    return result.prompt_tokens
-
-
-def _prefill_tps(result: Result) -> float | None:
-    completion = result.completion
-    tokens = _prompt_tokens(result)
-    if completion is None or not tokens or not completion.ttft_s:
-        return None
-    return tokens / completion.ttft_s
-
-
-def length_frames(results: Sequence[Result]) -> list[LengthFrame]:
-    """Per target length: recall and the throughput of requests that got a completion."""
-    by_length: dict[int, list[Result]] = {}
-    for result in results:
-        by_length.setdefault(result.target_tokens, []).append(result)
-    frames = []
-    for length in sorted(by_length):
-        members = by_length[length]
-        passes, answered = recall_counts(members)
-        completions = [r.completion for r in members if r.completion is not None]
-        ttfts = [c.ttft_s for c in completions if c.ttft_s is not None]
-        prefill = [v for v in (_prefill_tps(r) for r in members) if v is not None]
-        decode = [v for v in (c.decode_tokens_per_s for c in completions) if v is not None]
-        prompt = [float(v) for v in (_prompt_tokens(r) for r in members) if v is not None]
-        frames.append(
-            LengthFrame(
-                target_tokens=length,
-                cases=len(members),
-                passes=passes,
-                answered=answered,
-                prompt_tokens_p50=percentile(prompt, 50),
-                ttft_p50_s=percentile(ttfts, 50),
-                ttft_p95_s=percentile(ttfts, 95),
-                prefill_tps_p50=percentile(prefill, 50),
-                decode_tps_p50=percentile(decode, 50),
-                timed=len(ttfts),
-            )
+def length_frames(data: ResultsLike) -> list[LengthFrame]:
+    """Per target length: recall with its interval, and medians of the answered requests' timings."""
+    frame = as_frame(data)
+    if frame.empty:
+        return []
+    recall = recall_table(frame, ["target_tokens"])
+    grouped = frame.groupby("target_tokens")
+    columns = ["prompt_tokens", "ttft_s", "prefill_tps", "decode_tps"]
+    medians = grouped[columns].agg(lambda values: percentile(values.astype(float), 50))
+    ttft_p95 = grouped["ttft_s"].agg(lambda values: percentile(values, 95))
+    timed = grouped["ttft_s"].count()
+    return [
+        LengthFrame(
+            target_tokens=int(length),
+            cases=int(row["cases"]),
+            passes=int(row["passes"]),
+            answered=int(row["answered"]),
+            recall=_none(row["recall"]),
+            ci_low=_none(row["ci_low"]),
+            ci_high=_none(row["ci_high"]),
+            prompt_tokens_p50=_none(medians.at[length, "prompt_tokens"]),
+            ttft_p50_s=_none(medians.at[length, "ttft_s"]),
+            ttft_p95_s=_none(ttft_p95[length]),
+            prefill_tps_p50=_none(medians.at[length, "prefill_tps"]),
+            decode_tps_p50=_none(medians.at[length, "decode_tps"]),
+            timed=int(timed[length]),
         )
-    return frames
+        for length, row in recall.iterrows()
+    ]
 
 
-def failures(results: Iterable[Result]) -> list[Result]:
-    """Every result that did not pass, in grid order (suite, length, depth, trial); not-applicable
-    cells are not failures (the heatmap shows them as N/A)."""
-    return sorted(
-        (r for r in results if r.outcome != "pass" and r.outcome not in NOT_APPLICABLE_OUTCOMES),
-        key=_case_order,
+def failures(data: ResultsLike) -> list[dict[str, Any]]:
+    """Every case that did not pass, in grid order (suite, length, depth, trial), as plain dicts;
+    not-applicable cells are not failures (the heatmap shows them as N/A)."""
+    frame = as_frame(data)
+    failed = frame[~frame["passed"] & ~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)].sort_values(
+        ["suite", "target_tokens", "depth_percent", "trial", "case_id"]
     )
+    rows = []
+    for record in failed.to_dict("records"):
+        record = {key: _none(value) for key, value in record.items()}
+        record["expected"] = json.loads(record["expected"] or "[]")
+        rows.append(record)
+    return rows
 
 
-def tokenizers_used(results: Iterable[Result]) -> dict[str, int]:
-    """Which tokenizer measured the prompts, with how many cases each (None -> 'unknown')."""
-    counts = Counter(r.tokenizer or "unknown" for r in results)
-    return dict(sorted(counts.items()))
+def tokenizers_used(data: ResultsLike) -> dict[str, int]:
+    """Which tokenizer measured the prompts, with how many cases each (missing -> 'unknown')."""
+    counts = as_frame(data)["tokenizer"].fillna("unknown").value_counts()
+    return {str(name): int(n) for name, n in sorted(counts.items())}

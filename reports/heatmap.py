@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
+from matplotlib.colorbar import Colorbar
 from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Polygon, Rectangle
@@ -101,7 +102,7 @@ def finish_grid_axes(
     title: str,
     scale: ScalarMappable,
     scale_label: str,
-) -> None:
+) -> Colorbar:
     """Limits, ticks, labels, title and colour bar of a length x depth grid (recall or difference)."""
     n_x, n_y = max(len(lengths), 1), max(len(depths), 1)
     ax.set_xlim(-0.5, n_x - 0.5)
@@ -117,6 +118,7 @@ def finish_grid_axes(
     colourbar = fig.colorbar(scale, ax=ax, fraction=0.04, pad=0.02)
     colourbar.set_label(scale_label, fontsize=8)
     colourbar.ax.tick_params(labelsize=7)
+    return colourbar
 
 
 def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:

@@ -11,9 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
+from recall_eval.frame import frame_of
 from recall_eval.store import load_run
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
@@ -106,6 +108,8 @@ def _display(value: Any) -> str:
     """A metadata value as one readable string (tuples as comma lists, nested things as JSON)."""
     if value is None or value == () or value == {} or value == "":
         return "–"
+    if isinstance(value, bool):  # not Python's True/False in a report
+        return "yes" if value else "no"
     if isinstance(value, tuple | list) and all(isinstance(v, str | int | float) for v in value):
         return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
     if isinstance(value, dict | tuple | list):
@@ -131,15 +135,15 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     return {"spec": spec, "profile": profile, "versions": versions}
 
 
-def suite_views(run: Run, results: list[Result]) -> list[SuiteView]:
+def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
-    for suite in frames.suites_in(results, run.spec.suites):
-        grid = frames.suite_grid(results, suite, run.spec.lengths, run.spec.depths)
+    for suite in frames.suites_in(frame, run.spec.suites):
+        grid = frames.suite_grid(frame, suite, run.spec.lengths, run.spec.depths)
         views.append(
             SuiteView(
                 name=suite,
                 grid=grid,
-                summary=frames.summarize([r for r in results if r.suite == suite]),
+                summary=frames.summarize(frame[frame["suite"] == suite]),
                 png_name=_png_name(suite),
                 png=heatmap_png(grid, f"{suite}: recall by depth and length"),
             )
@@ -147,16 +151,20 @@ def suite_views(run: Run, results: list[Result]) -> list[SuiteView]:
     return views
 
 
-def render_html(run: Run, results: list[Result], suites: list[SuiteView]) -> str:
-    """The report page for a run, given its suites' views (heatmaps already drawn)."""
+def render_html(
+    run: Run, results: list[Result], suites: list[SuiteView], frame: pd.DataFrame | None = None
+) -> str:
+    """The report page for a run, given its suites' views (heatmaps already drawn) and its results frame."""
+    if frame is None:
+        frame = frame_of([(run, results)])
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
-        summary=frames.summarize(results),
+        summary=frames.summarize(frame, planned=run.spec.suites),
         suites=suites,
-        lengths=frames.length_frames(results),
-        failures=frames.failures(results),
-        tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(results).items())
+        lengths=frames.length_frames(frame),
+        failures=frames.failures(frame),
+        tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
         or "–",
         metadata=metadata_rows(run),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
@@ -177,9 +185,10 @@ def render_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     run, stored = load_run(run_dir)
     results = frames.latest_per_case(stored)
-    suites = suite_views(run, results)
+    frame = frame_of([(run, results)])
+    suites = suite_views(run, frame)
     for view in suites:
         _write_atomically(run_dir / view.png_name, view.png)
     report = run_dir / REPORT_FILE
-    _write_atomically(report, render_html(run, results, suites).encode("utf-8"))
+    _write_atomically(report, render_html(run, results, suites, frame).encode("utf-8"))
     return report

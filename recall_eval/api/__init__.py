@@ -4,14 +4,16 @@
     run = api.sweep(lengths="338..4096", depths="0,50,100", trials=1)   # launches the reference engine
     run.recall, run.path, run.results                                    # a RunRecord
     same = api.load_run(run.path)
+    df = api.results_frame(run)                                          # one row per case (pandas)
 
-Functions: sweep, resume, compare, load_run, runs, compares. Options are typed (SweepOptions, CompareOptions,
-ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions); every field defaults to None
-(unset), and the defaults live once in recall_eval.api.options. Progress and notes go to a Hooks
-object (default: the `recall_eval` logger).
+Functions: sweep, resume, compare, load_run, runs, compares, render_report; results_frame, runs_frame and
+export (results as data). Options are typed (SweepOptions, CompareOptions, ResumeOptions, grouped into
+GridOptions, RequestOptions, TargetOptions); every field defaults to None (unset), and the defaults live
+once in recall_eval.api.options. Progress and notes go to a Hooks object (default: the `recall_eval` logger).
 """
 
 from recall_eval.api.comparing import compare
+from recall_eval.api.data import export, results_frame, runs_frame
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import (
     CompareOptions,
@@ -21,7 +23,7 @@ from recall_eval.api.options import (
     SweepOptions,
     TargetOptions,
 )
-from recall_eval.api.reading import CompareEntry, compares, load_run, runs
+from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
 from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
 from recall_eval.api.sweeping import resume, sweep
 
@@ -41,8 +43,12 @@ __all__ = [
     "TargetOptions",
     "compare",
     "compares",
+    "export",
     "load_run",
+    "render_report",
+    "results_frame",
     "resume",
     "runs",
+    "runs_frame",
     "sweep",
 ]

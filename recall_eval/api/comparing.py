@@ -26,7 +26,7 @@ from typing import Any
 
 from recall_eval.api.execute import check_reachable, reuse_key_of, run_versions
 from recall_eval.api.hooks import Hooks
-from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, updated
+from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
 from recall_eval.api.sweeping import build_spec, execute, external_profile, with_capture
 from recall_eval.errors import BadInput, UserError
@@ -127,7 +127,9 @@ def plan_variants(
     ]
 
 
-def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> RunRecord:
+def obtain_run(
+    planned: PlannedVariant, hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
+) -> RunRecord:
     """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
     label = planned.label
     matches = matching_runs(planned) if reuse else []
@@ -141,7 +143,7 @@ def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> Run
             reports.render_report(store.path)
         return RunRecord.from_store(store, reused=True)
     if planned.profile.engine == "external":
-        check_reachable(planned.profile)
+        check_reachable(planned.profile, request)
     resumable = [store for store in matches if store.run.status in _RESUMABLE]
     if resumable:
         store = resumable[-1]
@@ -157,7 +159,7 @@ def obtain_run(planned: PlannedVariant, hooks: Hooks, reuse: bool = True) -> Run
         )
         store = RunStore.create(run, runs_home())
         hooks.note(f"{label}: run {run.run_id} -> {store.path}")
-    return execute(store, planned.profile, hooks)
+    return execute(store, planned.profile, hooks, request)
 
 
 def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
@@ -216,7 +218,7 @@ def compare(
             list(variants), spec, options.base_urls, options.model, options.profile, options.profiles_file
         )
     ]
-    runs = [obtain_run(p, hooks, reuse=not options.rerun) for p in planned]
+    runs = [obtain_run(p, hooks, options.request, reuse=not options.rerun) for p in planned]
     html = write_compare_dir(planned, runs, command or shlex.join(["recall-eval", "compare", *variants]))
     return CompareRecord(
         path=html.parent, report=html, labels=tuple(p.label for p in planned), runs=tuple(runs)

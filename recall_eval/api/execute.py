@@ -18,6 +18,7 @@ import httpx
 
 import suites
 from recall_eval.api.hooks import Hooks
+from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
 from recall_eval.client import ChatClient
@@ -107,14 +108,18 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
 
 
 def run_recorded(
-    store: RunStore, profile: Profile, hooks: Hooks, retry: frozenset[str] = frozenset()
+    store: RunStore,
+    profile: Profile,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    retry: frozenset[str] = frozenset(),
 ) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early."""
     label = store.run.spec.variant
     try:
         with open_target(profile, store.path, hooks) as target:
-            asyncio.run(run_sweep(store, target, hooks, retry))
+            asyncio.run(run_sweep(store, target, hooks, request or RequestOptions(), retry))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
         raise RunInterrupted(store.path, label) from None
@@ -138,30 +143,36 @@ def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
     ]
 
 
-def http_client() -> httpx.AsyncClient:
+def http_client(request: RequestOptions | None = None) -> httpx.AsyncClient:
+    """The HTTP client of every request to the target (probe, tokenize, chat). `request` carries the
+    request options that are not stored in the RunSpec (what must not be written to run.json goes here)."""
     # No read timeout here: each request's whole duration is bounded by the client's request timeout.
     return httpx.AsyncClient(
         timeout=httpx.Timeout(None, connect=10.0), limits=httpx.Limits(max_connections=256)
     )
 
 
-def check_reachable(profile: Profile) -> None:
+def check_reachable(profile: Profile, request: RequestOptions | None = None) -> None:
     """Fail before running anything when an external server cannot be reached (or lacks the model)."""
 
     async def probe() -> None:
-        async with http_client() as http:
+        async with http_client(request) as http:
             await probe_server(profile.base_url or "", http, profile.served_model_name)
 
     asyncio.run(probe())
 
 
 async def run_sweep(
-    store: RunStore, target: Target, hooks: Hooks, retry: frozenset[str] = frozenset()
+    store: RunStore,
+    target: Target,
+    hooks: Hooks,
+    request: RequestOptions,
+    retry: frozenset[str] = frozenset(),
 ) -> None:
     """Probe, calibrate the cases not yet final, and run them; results land in the store as they finish.
     retry: outcomes whose stored cases are not final (they run again; their earlier lines stay)."""
     spec = store.run.spec
-    async with http_client() as http:
+    async with http_client(request) as http:
         facts = await probe_server(target.base_url, http, target.model)
         server_info = {**target.server_info, **facts.server_info, "base_url": target.base_url}
         store.write_run(

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from recall_eval.types import RunSpec
+
 _Options = TypeVar("_Options")
 
 
@@ -72,7 +74,11 @@ class GridOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class RequestOptions:
-    """How requests are sent; a resumed run may change these without changing its cases."""
+    """How requests are sent; a resumed run may change these without changing its cases.
+
+    concurrency and request_timeout_s are stored in the RunSpec. A field that must not be stored (a
+    credential, a header) travels only in this object, to api.execute.http_client.
+    """
 
     concurrency: int | None = option("--concurrency", "requests in flight at once")
     request_timeout_s: float | None = option("--request-timeout", "seconds per request")
@@ -110,12 +116,26 @@ PROFILE_OVERRIDES = (
     "port",
 )
 
+
+def _spec_default(name: str) -> Any:
+    """RunSpec's own default for a field (types.py documents each stored field once, with its default)."""
+    return RunSpec.model_fields[name].default
+
+
+# The defaults, once. Fields that RunSpec stores take RunSpec's defaults.
 DEFAULT_GRID = GridOptions(
-    suites="needle", lengths="338..22597", depths="0..100:5", trials=2, seed=0, max_tokens=32
+    suites=",".join(_spec_default("suites")),
+    lengths="338..22597",
+    depths="0..100:5",
+    trials=_spec_default("trials"),
+    seed=_spec_default("seed"),
+    max_tokens=_spec_default("max_tokens"),
 )
-DEFAULT_REQUEST = RequestOptions(concurrency=1, request_timeout_s=600.0)
+DEFAULT_REQUEST = RequestOptions(
+    concurrency=_spec_default("concurrency"), request_timeout_s=_spec_default("request_timeout_s")
+)
 DEFAULT_PROFILE = "reference"
-DEFAULT_VARIANT = "default"
+DEFAULT_VARIANT: str = _spec_default("variant")
 
 
 @dataclass(frozen=True, kw_only=True)

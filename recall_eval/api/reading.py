@@ -23,6 +23,18 @@ def load_run(path: Path | str) -> RunRecord:
     return RunRecord.from_store(RunStore.open(Path(path)))
 
 
+def render_report(path: Path | str) -> Path:
+    """Render a run directory's report.html, or a compare directory's compare.html, again from what is
+    stored (no server); returns the file's path. UserError when `path` is neither."""
+    import reports
+    from reports.compare_report import COMPARE_FILE, render_compare
+
+    path = Path(path)
+    if (path / COMPARE_FILE).is_file():
+        return render_compare(path)
+    return reports.render_report(RunStore.open(path).path)  # a missing or foreign directory: one line
+
+
 def _root(home: Path | str | None) -> Path:
     return Path(home) if home is not None else runs_home()
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+import pandas as pd
+
 from recall_eval.errors import UserError
-from recall_eval.stats import recall_counts
+from recall_eval.frame import frame_of
+from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
 
@@ -61,20 +65,25 @@ class RunRecord:
     def cases_done(self) -> int:
         return len({result.case_id for result in self.results})
 
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """The results as a DataFrame, one row per case (recall_eval.frame; columns in README)."""
+        return frame_of([(self.run, self.results)])
+
     @property
     def passes(self) -> int:
-        return recall_counts(self.results)[0]
+        return int(recall_table(self.frame).iloc[0]["passes"])
 
     @property
     def answered(self) -> int:
         """Cases answered by a live model (the recall denominator; infrastructure outcomes excluded)."""
-        return recall_counts(self.results)[1]
+        return int(recall_table(self.frame).iloc[0]["answered"])
 
     @property
     def recall(self) -> float | None:
         """Passes over answered cases, all suites pooled; None when nothing was answered."""
-        passes, answered = recall_counts(self.results)
-        return passes / answered if answered else None
+        value = recall_table(self.frame).iloc[0]["recall"]
+        return None if pd.isna(value) else float(value)
 
 
 @dataclass(frozen=True)

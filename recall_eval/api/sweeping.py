@@ -133,11 +133,11 @@ def _recipes_at(spec: RunSpec, length: int) -> list[CaseRecipe]:
     ]
 
 
-def check_target(profile: Profile) -> None:
+def check_target(profile: Profile, request: RequestOptions) -> None:
     """An external server must answer; a profile to launch must pass the preflight (engine importable
     by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure."""
     if profile.engine == "external":
-        check_reachable(profile)
+        check_reachable(profile, request)
         return
     from launchers.preflight import require_preflight
 
@@ -163,10 +163,15 @@ def handle_leftovers(store: RunStore, stop: bool, hooks: Hooks) -> None:
 
 
 def execute(
-    store: RunStore, profile: Profile, hooks: Hooks, render: bool = True, retry: frozenset[str] = frozenset()
+    store: RunStore,
+    profile: Profile,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    render: bool = True,
+    retry: frozenset[str] = frozenset(),
 ) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks, retry=retry)
+    run_recorded(store, profile, hooks, request, retry=retry)
     if render:
         import reports
 
@@ -191,10 +196,10 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
     check_lengths_servable(spec.lengths, _recipes_at(spec, min(spec.lengths)))
     profile = with_capture(build_profile(options.target), options.capture_indexer)
-    check_target(profile)  # before a run directory exists: nothing to resume
+    check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, options.out)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
-    return execute(store, profile, hooks, render=options.render_report)
+    return execute(store, profile, hooks, options.request, render=options.render_report)
 
 
 def resume_options(options: SweepOptions) -> ResumeOptions:
@@ -257,5 +262,5 @@ def resume(
     store = RunStore.open(Path(run_dir))
     handle_leftovers(store, options.stop_leftovers, hooks)
     store, profile = _reopen(Path(run_dir), options)
-    check_target(profile)
-    return execute(store, profile, hooks, render=options.render_report, retry=retry)
+    check_target(profile, options.request)
+    return execute(store, profile, hooks, options.request, render=options.render_report, retry=retry)

@@ -1,5 +1,5 @@
-"""recall-eval's command line: the composition root, the one place that wires suites, launchers,
-the runner and reports together. Each command lives in its own module and registers on `app`."""
+"""recall-eval's command line: parses options, calls the library layer (recall_eval.api), prints, and
+owns the exit codes. Each command lives in its own module and registers on `app`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib
 from recall_eval.cli.app import app, run_cli
 
 # Command modules; each registers its commands on `app` when imported.
-_COMMAND_MODULES = ("sweep", "report", "runs", "compare", "serve", "plan", "profiles")
+_COMMAND_MODULES = ("sweep", "report", "runs", "compare", "serve", "plan", "profiles", "export")
 
 
 def _register_commands() -> None:

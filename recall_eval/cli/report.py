@@ -1,4 +1,4 @@
-"""`recall-eval report RUN_DIR [--open]`: re-render a run's report from its directory."""
+"""`recall-eval report RUN_DIR [--open]`: re-render a run's (or a compare's) report from its directory."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from typing import Annotated
 
 import typer
 
+from recall_eval import api
+from recall_eval.api.records import REPORT_FILE
 from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, render_report, summary_line
-from recall_eval.store import RunStore
-from reports.compare_report import render_compare
-
-COMPARE_MANIFEST = "compare.json"
+from recall_eval.cli.common import open_in_browser, summary_line
+from recall_eval.cli.options import OpenReport
 
 
 @app.command()
@@ -21,18 +20,12 @@ def report(
         Path,
         typer.Argument(help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...)."),
     ],
-    open_report: Annotated[bool, typer.Option("--open", help="Open the report in the browser.")] = False,
+    open_report: OpenReport = False,
 ) -> None:
     """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path."""
-    if (run_dir / COMPARE_MANIFEST).is_file():
-        path = render_compare(run_dir)
-        print(path)
-        if open_report:
-            open_in_browser(path)
-        return
-    store = RunStore.open(run_dir)  # a missing or foreign directory is a one-line error
-    path = render_report(store.path)
+    path = api.render_report(run_dir)
     print(path)
-    console.print(summary_line(store.results()), highlight=False)
+    if path.name == REPORT_FILE:  # a run, not a compare
+        console.print(summary_line(list(api.load_run(run_dir).results)), highlight=False)
     if open_report:
         open_in_browser(path)

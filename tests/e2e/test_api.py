@@ -90,6 +90,10 @@ def test_sweep_launches_the_reference_engine_and_load_run_reads_it_back(tmp_path
     ]  # readiness said once, by the launcher
     assert not any("ready" in note for note in hooks.notes)
     assert _reference_servers_on(port) == []  # stopped after the sweep
+    frame = api.results_frame(run)  # the README's notebook lines
+    recall = frame[frame.counted].pivot_table(index="depth_percent", columns="target_tokens", values="passed")
+    assert recall.shape == (2, 2) and float(recall.to_numpy().mean()) == pytest.approx(run.recall)
+    assert api.results_frame(run.path).equals(frame)
     again = api.load_run(run.path)
     assert again == run
     assert [record.run_id for record in api.runs(tmp_path)] == [run.run_id]
@@ -125,6 +129,8 @@ def test_compare_two_labels_of_one_running_server_then_reuse(server: ReferenceSe
     second = api.compare(["a", "b"], base_urls=urls, lengths="600", depths="50", trials=1, max_tokens=16)
     assert all(run.reused for run in second.runs) and second.path == first.path
     assert [run.run_id for run in second.runs] == [run.run_id for run in first.runs]
+    assert api.render_report(first.path) == first.report  # a compare directory re-renders from disk
+    assert api.render_report(first.runs[0].path) == first.runs[0].path / "report.html"
     [listed] = api.compares()
     assert listed.path == first.path and listed.labels == ("a", "b") and listed.report == first.report
     assert listed.run_dirs == (first.runs[0].path.resolve(), first.runs[0].path.resolve())

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, norm
 
+from recall_eval.frame import frame_of
 from recall_eval.stats import (
     effective_length,
     mcnemar_exact,
+    median_change_ci,
     percentile,
-    recall,
-    recall_counts,
+    recall_table,
     wilson_interval,
 )
 from recall_eval.types import Outcome, Result
@@ -45,7 +46,7 @@ def _wilson_by_quadratic(k: int, n: int, z: float) -> tuple[float, float]:
 @pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 10), (3, 10), (10, 10), (37, 40), (500, 1000), (1, 3)])
 def test_wilson_matches_the_quadratic_roots(k: int, n: int) -> None:
     z = norm.ppf(0.975)
-    lo, hi = wilson_interval(k, n, z=z)
+    lo, hi = wilson_interval(k, n)
     want_lo, want_hi = _wilson_by_quadratic(k, n, z)
     assert lo == pytest.approx(max(0.0, want_lo), abs=1e-12)
     assert hi == pytest.approx(min(1.0, want_hi), abs=1e-12)
@@ -54,16 +55,17 @@ def test_wilson_matches_the_quadratic_roots(k: int, n: int) -> None:
 def test_wilson_matches_scipy_binomtest_wilson() -> None:
     for k, n in [(7, 9), (0, 5), (5, 5), (45, 80)]:
         ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        lo, hi = wilson_interval(k, n, z=norm.ppf(0.975))
+        lo, hi = wilson_interval(k, n)
         assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-12)
 
 
 def test_wilson_worked_case_and_edges() -> None:
     # 8 of 10 at z = 1.96: centre (0.8 + 0.19208) / 1.38416, half-width 1.96/1.38416 * sqrt(0.016 + 0.009604)
+    # gives 0.4901568-0.9433191; the exact 95% quantile z = 1.959964 moves the 6th digit.
     lo, hi = wilson_interval(8, 10)
-    assert lo == pytest.approx(0.4901568, abs=1e-6)
-    assert hi == pytest.approx(0.9433191, abs=1e-6)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert lo == pytest.approx(0.4901568, abs=1e-5)
+    assert hi == pytest.approx(0.9433191, abs=1e-5)
+    assert wilson_interval(0, 0) is None  # nothing answered: no interval to show
     assert wilson_interval(0, 4)[0] == 0.0
     assert wilson_interval(4, 4)[1] == 1.0
     with pytest.raises(ValueError):
@@ -83,10 +85,28 @@ def test_recall_counts_only_model_answers() -> None:
         "timeout",
     ]
     results = [_result(o, i) for i, o in enumerate(outcomes)]
-    assert recall_counts(results) == (2, 5)
-    assert recall(results) == pytest.approx(0.4)
-    assert recall([_result("oom"), _result("error", 1)]) is None
-    assert recall([]) is None
+    row = recall_table(frame_of([(None, results)])).iloc[0]
+    assert (row["passes"], row["answered"], row["infra"], row["cases"]) == (2, 5, 4, 9)
+    assert row["recall"] == pytest.approx(0.4)
+    ci = binomtest(2, 5).proportion_ci(method="wilson")
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-15)
+    infra_only = recall_table(frame_of([(None, [_result("oom"), _result("error", 1)])])).iloc[0]
+    assert np.isnan(infra_only["recall"]) and np.isnan(infra_only["ci_low"])
+
+
+def test_recall_table_groups() -> None:
+    results = [_result("pass", 0), _result("miss", 1), _result("oom", 2)]
+    results.append(_result("pass", 3).model_copy(update={"target_tokens": 2000}))
+    table = recall_table(frame_of([(None, results)]), ["target_tokens"])
+    assert table["recall"].to_dict() == {1000: 0.5, 2000: 1.0}
+    assert table["infra"].to_dict() == {1000: 1, 2000: 0}
+
+
+def test_median_change_interval() -> None:
+    assert median_change_ci([5.0]) is None
+    assert median_change_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    low, high = median_change_ci([1.0, 2.0, 3.0, 4.0, 10.0, -2.0])
+    assert -2.0 <= low <= float(np.median([1.0, 2.0, 3.0, 4.0, 10.0, -2.0])) <= high <= 10.0
 
 
 def test_effective_length_worked_cases() -> None:
@@ -96,6 +116,7 @@ def test_effective_length_worked_cases() -> None:
     assert effective_length({1000: 1.0, 2000: None, 4000: 1.0}) == 1000  # unknown recall ends the run
     assert effective_length({1000: 0.7, 2000: 0.65}, threshold=0.7) == 1000
     assert effective_length({}) is None
+    assert effective_length({1000: 1.0, 2000: float("nan"), 4000: 1.0}) == 1000
 
 
 @pytest.mark.parametrize("b,c", [(0, 0), (1, 0), (5, 1), (3, 3), (10, 2), (0, 12), (40, 25), (700, 650)])

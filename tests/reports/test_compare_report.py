@@ -14,6 +14,7 @@ from reports.compare_report import (
     COMPARE_FILE,
     CompareManifest,
     CompareVariant,
+    read_manifest,
     relative_run_dir,
     render_compare,
     write_compare,
@@ -156,9 +157,12 @@ def test_throughput_and_server_side_by_side(rendered: tuple[Path, str, Element])
     change = decode.find_all("td", cls="change")[0]
     assert float(change.attrs["data-change"]) == pytest.approx(10.0)
     assert change.text.strip() == "+10.0%"
-    sign = decode.find_all("td", cls="sign-test")[0].attrs
-    assert (sign["data-better"], sign["data-worse"]) == ("24", "0")  # the OOM case was timed under B only
-    assert float(sign["data-p"]) == pytest.approx(binomtest(0, 24, 0.5).pvalue)
+    # sequential runs: a per-case interval, no sign test (the cases of two runs are not exchangeable)
+    assert not decode.find_all("td", cls="sign-test")
+    assert dom.by_id("throughput-order").attrs["data-interleaved"] == "false"
+    case = decode.find_all("td", cls="case-change")[0].attrs
+    assert case["data-cases"] == "24"  # the OOM case was timed under B only
+    assert float(case["data-median"]) == pytest.approx(10.0)
     server = dom.by_id("server-compare")
     kv = server.find_all("tr", data_metric="kv_bytes_per_token")[0]
     assert [td.attrs["data-value"] for td in kv.find_all("td") if "data-value" in td.attrs] == ["132", "256"]
@@ -251,3 +255,20 @@ def test_one_panel_per_suite_with_its_own_paired_test(tmp_path: Path) -> None:
     assert (scopes["suite:config"]["data-gained"], scopes["suite:config"]["data-lost"]) == ("0", "2")
     assert (scopes["suite:needle"]["data-gained"], scopes["suite:needle"]["data-lost"]) == ("4", "0")
     assert len(dom.find_all("img", cls="diff-heatmap")) == 2
+
+
+def test_interleaved_runs_get_the_paired_sign_test(tmp_path: Path) -> None:
+    compare_dir = build_compare(tmp_path)
+    manifest = read_manifest(compare_dir).model_copy(update={"interleaved": True})
+    write_compare(compare_dir, manifest)
+    dom = parse((compare_dir / "compare.html").read_text(encoding="utf-8"))
+    assert dom.by_id("throughput-order").attrs["data-interleaved"] == "true"
+    decode = dom.by_id("throughput-compare").find_all("tr", data_metric="decode_tps")[0]
+    sign = decode.find_all("td", cls="sign-test")[0].attrs
+    assert (sign["data-better"], sign["data-worse"]) == ("24", "0")  # the OOM case was timed under B only
+    assert float(sign["data-p"]) == pytest.approx(binomtest(0, 24, 0.5).pvalue)
+    stored = json.loads((compare_dir / COMPARE_FILE).read_text())
+    assert stored["interleaved"] is True and stored["numbers"]["pairs"][0]["interleaved"] is True
+    assert stored["numbers"]["pairs"][0]["speed_changes"]["decode_tps"]["p_value"] == pytest.approx(
+        binomtest(0, 24, 0.5).pvalue
+    )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, bootstrap
 
 from recall_eval.types import Outcome
-from reports.compare_frames import compare_frames, paired_test, speed_sign_tests
+from reports.compare_frames import compare_frames, paired_test, speed_changes
+from reports.frames import as_frame
 from tests.reports.compare_builders import paired_results, result, variant
 
 
@@ -84,7 +86,8 @@ def test_per_length_tests_and_wilson_intervals_match_scipy() -> None:
     for frame, length, k, n in ((a_frame, 4000, 2, 10), (b_frame, 4000, 9, 9), (a_frame, 1000, 9, 10)):
         assert (frame.lengths[length].passes, frame.lengths[length].answered) == (k, n)
         ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        assert frame.length_ci[length] == pytest.approx((ci.low, ci.high), abs=1e-3)
+        row = frame.lengths[length]
+        assert (row.ci_low, row.ci_high) == pytest.approx((ci.low, ci.high), abs=1e-12)
     assert a_frame.effective_length == 1000
     assert b_frame.effective_length == 4000
 
@@ -130,7 +133,7 @@ def test_speed_sign_test_matches_scipy() -> None:
     a = [result(f"s{i}", "pass", 1000, itl_s=a_gaps[i], ttft_s=a_ttft[i]) for i in range(10)]
     b = [result(f"s{i}", "miss", 1000, itl_s=b_gaps[i], ttft_s=b_ttft[i]) for i in range(10)]
     b.append(result("s-oom", "oom", 1000))  # no completion: not timed
-    tests = speed_sign_tests(a, b)
+    tests = speed_changes(as_frame(a), as_frame(b), interleaved=True)
     decode, ttft = tests["decode_tps"], tests["ttft_s"]
     assert (decode.better, decode.worse) == (7, 2)
     assert decode.p_value == pytest.approx(binomtest(2, 9, 0.5).pvalue)
@@ -138,3 +141,20 @@ def test_speed_sign_test_matches_scipy() -> None:
     assert ttft.p_value == pytest.approx(binomtest(1, 4, 0.5).pvalue)
     # Prefill = prompt tokens / TTFT: better exactly where TTFT is lower.
     assert (tests["prefill_tps"].better, tests["prefill_tps"].worse) == (3, 1)
+
+
+def test_sequential_runs_get_an_interval_over_cases_and_no_p_value() -> None:
+    a_gaps = [0.02, 0.021, 0.019, 0.02, 0.022, 0.018]
+    b_gaps = [0.016, 0.02, 0.015, 0.017, 0.019, 0.018]
+    a = [result(f"s{i}", "pass", 1000, itl_s=g) for i, g in enumerate(a_gaps)]
+    b = [result(f"s{i}", "pass", 1000, itl_s=g) for i, g in enumerate(b_gaps)]
+    decode = speed_changes(as_frame(a), as_frame(b), interleaved=False)["decode_tps"]
+    assert decode.p_value is None
+    changes = np.array([(ga / gb - 1) * 100 for ga, gb in zip(a_gaps, b_gaps, strict=True)])
+    assert decode.median_change_pct == pytest.approx(float(np.median(changes)))
+    want = bootstrap(
+        (changes,), np.median, n_resamples=2000, method="percentile", rng=np.random.default_rng(0)
+    )
+    ci = want.confidence_interval
+    assert (decode.ci_low_pct, decode.ci_high_pct) == pytest.approx((ci.low, ci.high))
+    assert decode.ci_low_pct <= decode.median_change_pct <= decode.ci_high_pct

@@ -28,8 +28,9 @@ def test_significant_recovery_from_a_length_up() -> None:
     assert "p < 0.001" in text
     assert "recall 52% → 100%" in text
     assert "effective length 2,000 → 8,000 tokens" in text
-    assert "decode speed +9.5% (p < 0.001)" in text  # faster on all 80 identical cases
-    assert "TTFT +0.0%," in text  # all ties: no test to report
+    assert "decode speed +9.5% (+9.5% on every timed case)" in text  # faster on all 80 identical cases
+    assert "runs made one after the other" in text
+    assert "TTFT +0.0% (" in text  # all ties: no test to report
     assert "KV slots -13.0%" in text
     assert text.endswith(".")
 
@@ -97,5 +98,15 @@ def test_speed_change_within_noise_is_called_not_significant() -> None:
     a = [result(f"n{i}", "pass", 1000, itl_s=0.02) for i in range(6)]
     # B's median decode is faster, but per case it is faster on 4 and slower on 2: p = 0.69.
     b = [result(f"n{i}", "pass", 1000, itl_s=gap) for i, gap in enumerate([0.01] * 4 + [0.03] * 2)]
+    text = verdict(compare_frames([variant("A", a), variant("B", b)], interleaved=True))
+    assert "sign test p = 0.69" in text and "not significant" in text
+    assert "[interleaved runs]" in text
+
+
+def test_sequential_speed_change_has_an_interval_and_no_p_value() -> None:
+    a = [result(f"n{i}", "pass", 1000, itl_s=0.02) for i in range(6)]
+    b = [result(f"n{i}", "pass", 1000, itl_s=gap) for i, gap in enumerate([0.01] * 4 + [0.03] * 2)]
     text = verdict(compare_frames([variant("A", a), variant("B", b)]))
-    assert "decode speed +100.0% (not significant, p = 0.69)" in text
+    assert "decode speed +100.0% (per-case median 95% CI " in text
+    assert "p = 0.69" not in text and "sign test" not in text
+    assert "runs made one after the other: drift not excluded" in text

@@ -66,7 +66,7 @@ def test_summary_leaves_infrastructure_out_of_recall() -> None:
 def test_summary_of_only_infrastructure_has_no_recall() -> None:
     summary = frames.summarize([make("crash"), make("timeout", trial=1)])
     assert summary.recall is None
-    assert (summary.ci_low, summary.ci_high) == (0.0, 1.0)
+    assert (summary.ci_low, summary.ci_high) == (None, None)  # nothing answered: no interval
     assert summary.effective_length is None
 
 
@@ -146,7 +146,9 @@ def test_failures_in_grid_order_without_passes() -> None:
         make("miss", 1000, 50, 1),
         make("miss", 1000, 50, 0),
     ]
-    got = [(r.target_tokens, r.depth_percent, r.trial, r.outcome) for r in frames.failures(results)]
+    got = [
+        (r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"]) for r in frames.failures(results)
+    ]
     assert got == [(1000, 50.0, 0, "miss"), (1000, 50.0, 1, "miss"), (2000, 0.0, 0, "oom")]
 
 
@@ -170,6 +172,6 @@ def test_not_applicable_is_neither_recall_nor_infrastructure_nor_a_failure() -> 
     assert summary.recall == pytest.approx(2 / 3)
     # 338 measured nothing, so it neither holds nor breaks the effective length
     assert frames.recall_by_length(results) == {1000: 0.5, 2000: 1.0}
-    assert [r.outcome for r in frames.failures(results)] == ["miss"]
+    assert [r["outcome"] for r in frames.failures(results)] == ["miss"]
     cell = frames.suite_grid(results, "config").cells[0][0]
     assert (cell.answered, cell.infra, cell.not_applicable, cell.recall) == (0, 0, 2, None)

@@ -1,0 +1,35 @@
+"""The one-line console summary of a set of results, from the results frame (same figures as the report)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from recall_eval.formatting import recall_text
+from recall_eval.stats import effective_length_of, recall_table
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES
+
+
+def effective_lengths(frame: pd.DataFrame) -> dict[str, int | None]:
+    """Effective length of each suite on its own (stats.effective_length_of), suites in frame order."""
+    return {str(suite): effective_length_of(part) for suite, part in frame.groupby("suite", sort=False)}
+
+
+def summary_line(frame: pd.DataFrame) -> str:
+    """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76/80 answered · effective length needle 8,000 ·
+    pass 76, miss 4 · too_long 2'."""
+    overall = recall_table(frame).iloc[0]
+    passes, answered = int(overall["passes"]), int(overall["answered"])
+    if answered:
+        head = f"recall {recall_text(overall)}, {passes}/{answered} answered"
+        lengths = ", ".join(
+            f"{suite} {'none' if value is None else f'{value:,}'}"
+            for suite, value in effective_lengths(frame).items()
+        )
+    else:
+        head, lengths = "recall n/a (no answer from a live model)", ""
+    counts = frame["outcome"].value_counts()
+    live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts.get(name, 0))
+    infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts.get(name, 0))
+    unfit = f"not applicable {counts['not_applicable']}" if counts.get("not_applicable", 0) else ""
+    parts = (head, f"effective length {lengths}" if lengths else "", live, infra, unfit)
+    return " · ".join(part for part in parts if part)

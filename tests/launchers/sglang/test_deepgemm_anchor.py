@@ -1,0 +1,74 @@
+"""The DeepGEMM anchor's own plumbing, on any device: what it hands DeepGEMM must be the pool's keys.
+
+DeepGEMM itself runs only in test_deepgemm_anchor_gpu.py (Hopper, `deep_gemm` importable).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from launchers.sglang import deepgemm_anchor as da
+from launchers.sglang import kernel_bench as kb
+from launchers.sglang.kernels import layout
+from launchers.sglang.kernels import reference as ref
+from launchers.sglang.kernels.store import store_index_k
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _fp8_pool_with_keys(n: int, pages: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    table = torch.randperm(pages, generator=gen).to(torch.int32)
+    keys = torch.randn(n, 128, generator=gen) * torch.rand(n, 1, generator=gen) * 5
+    pool = layout.new_pool(pages, "fp8")
+    store_index_k(keys, ref.slots_of(table, n), pool)
+    return pool, table, keys
+
+
+def test_gather_keys_returns_a_requests_keys_in_order() -> None:
+    pool, table, keys = _fp8_pool_with_keys(300, 6, 1)
+    k8, scale = da.gather_keys(pool, table, 300)
+    assert k8.dtype == torch.float8_e4m3fn and k8.shape == (300, 128) and k8.is_contiguous()
+    assert scale.dtype == torch.float32 and scale.shape == (300,) and scale.is_contiguous()
+    got = k8.float() * scale[:, None]
+    assert torch.equal(got, ref.load_keys(pool, ref.slots_of(table, 300)))
+    assert torch.allclose(got, keys, rtol=0.07, atol=0.07 * keys.abs().max().item())
+
+
+def test_bf16_copy_holds_the_same_keys_as_the_fp8_pool() -> None:
+    pool8 = kb.random_pool("fp8", 5, torch.device("cpu"), 2)
+    pool16 = da.bf16_copy_of(pool8)
+    assert layout.pool_kind(pool16) == "bf16"
+    slots = torch.arange(5 * layout.INDEX_PAGE_SIZE)
+    want = ref.load_keys(pool8, slots).to(torch.bfloat16).float()
+    assert torch.equal(ref.load_keys(pool16, slots), want)
+
+
+def test_kv_view_is_the_shape_sglang_hands_deepgemm() -> None:
+    view = da.kv_view(layout.new_pool(3, "fp8"))
+    assert view.shape == (3, 64, 1, 132)
+    assert view.stride(1) == 132 and view.stride(3) == 1  # what DeepGEMM asserts on the fused cache
+
+
+def test_load_deep_gemm_says_why_it_is_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "deep_gemm", None)  # import fails as when it is not installed
+    module, why = da.load_deep_gemm()
+    assert module is None
+    assert why.startswith("deep_gemm does not import: ")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deep_gemm") is not None, reason="deep_gemm is installed here")
+def test_benchmark_skips_with_one_line_without_deep_gemm() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("SKIP: deep_gemm does not import")
+    assert done.stdout.count("\n") == 1
