@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from recall_eval.stats import wilson_interval
+import math
+
+import pandas as pd
 
 
 def percent(value: float | None, digits: int = 1) -> str:
@@ -10,12 +12,11 @@ def percent(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
 
-def recall_text(passes: int, answered: int) -> str:
-    """Recall with its 95% Wilson interval, as the report states it: '98.8% (Wilson 93.3%-99.8%)'.
+def recall_text(row: pd.Series) -> str:
+    """A row of stats.recall_table as the report states it: '98.8% (Wilson 93.3%-99.8%)'.
 
     With nothing answered by a live model there is no recall to state: 'n/a (nothing answered)'.
     """
-    if answered == 0:
+    if not row["answered"] or math.isnan(row["recall"]):
         return "n/a (nothing answered)"
-    low, high = wilson_interval(passes, answered)
-    return f"{percent(passes / answered)} (Wilson {percent(low)}-{percent(high)})"
+    return f"{percent(row['recall'])} (Wilson {percent(row['ci_low'])}-{percent(row['ci_high'])})"

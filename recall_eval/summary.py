@@ -20,7 +20,7 @@ def summary_line(frame: pd.DataFrame) -> str:
     overall = recall_table(frame).iloc[0]
     passes, answered = int(overall["passes"]), int(overall["answered"])
     if answered:
-        head = f"recall {recall_text(passes, answered)}, {passes}/{answered} answered"
+        head = f"recall {recall_text(overall)}, {passes}/{answered} answered"
         lengths = ", ".join(
             f"{suite} {'none' if value is None else f'{value:,}'}"
             for suite, value in effective_lengths(frame).items()

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from recall_eval.errors import BadInput
 from recall_eval.frame import frame_of
 from recall_eval.stats import recall_table
@@ -90,13 +92,13 @@ class Verdict:
     lines: tuple[str, ...]  # one line per unmet threshold, or why nothing was measured
 
 
-def _recall_line(name: str, passes: int, answered: int, threshold: float) -> str | None:
-    if answered == 0:
+def _recall_line(name: str, row: pd.Series | None, threshold: float) -> str | None:
+    """row: the stats.recall_table row of `name` (None: no case of it stored)."""
+    if row is None or not row["answered"]:
         return f"{name}: no answer from a live model, below --fail-under {threshold:g}"
-    if passes / answered < threshold:
-        return (
-            f"{name}: recall {passes / answered:.3f} ({passes}/{answered}) below --fail-under {threshold:g}"
-        )
+    if row["recall"] < threshold:
+        passes, answered = int(row["passes"]), int(row["answered"])
+        return f"{name}: recall {row['recall']:.3f} ({passes}/{answered}) below --fail-under {threshold:g}"
     return None
 
 
@@ -105,8 +107,7 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdic
     results = list(results)
     frame = frame_of([(None, results)])
     overall = recall_table(frame).iloc[0]
-    passes, answered = int(overall["passes"]), int(overall["answered"])
-    if answered == 0:
+    if overall["answered"] == 0:
         outcomes = frame["outcome"].value_counts()
         counted = ", ".join(f"{o} {outcomes[o]}" for o in INFRA_OUTCOMES if o in outcomes)
         why = f" ({counted})" if counted else ""
@@ -117,11 +118,9 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdic
         return Verdict(EXIT_OK, ())
     lines = []
     if gate.overall is not None:
-        lines.append(_recall_line("overall", passes, answered, gate.overall))
+        lines.append(_recall_line("overall", overall, gate.overall))
     by_suite = recall_table(frame, by=["suite"])
     for suite, threshold in gate.per_suite.items():
-        row = by_suite.loc[suite] if suite in by_suite.index else None
-        suite_passes, suite_answered = (0, 0) if row is None else (int(row["passes"]), int(row["answered"]))
-        lines.append(_recall_line(suite, suite_passes, suite_answered, threshold))
+        lines.append(_recall_line(suite, by_suite.loc[suite] if suite in by_suite.index else None, threshold))
     unmet = tuple(line for line in lines if line is not None)
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, unmet)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recall_eval.api.execute import check_reachable, versions
+from recall_eval.api.execute import check_reachable, reuse_key_of, run_versions
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
@@ -32,6 +32,7 @@ from recall_eval.api.sweeping import build_spec, execute, external_profile, requ
 from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.redact import Redactor
+from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
@@ -78,14 +79,17 @@ def target_key(profile: Profile) -> dict[str, Any]:
 
 
 def matching_runs(planned: PlannedVariant, root: Path | None = None) -> list[RunStore]:
-    """Stored runs with the variant's spec (label aside) and target, oldest first."""
+    """Stored runs with the variant's spec (label aside), target and reuse key (package and suite
+    versions, rendered prompts: recall_eval.reuse), oldest first."""
     wanted = target_key(planned.profile)
+    key = reuse_key_of(planned.spec)
     return [
         store
         for store in list_runs(root)
         if store.run.profile is not None
         and _same_spec(store.run.spec, planned.spec)
         and target_key(store.run.profile) == wanted
+        and key_mismatch(store.run.versions, key) is None
     ]
 
 
@@ -182,7 +186,7 @@ def obtain_run(
             run_id=new_run_id(planned.spec),
             spec=planned.spec,
             profile=planned.profile,
-            versions=versions(),
+            versions=run_versions(planned.spec),
             created_at=time.time(),
         )
         store = RunStore.create(run, runs_home())

@@ -26,6 +26,7 @@ from recall_eval.connect import auth_of, connect, probe_replicas
 from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
+from recall_eval.reuse import key_mismatch
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.tokenization import SERVER_TOKENIZER_NAME
@@ -45,6 +46,29 @@ def versions(server_version: str | None = None) -> dict[str, str]:
     if server_version:
         found["server"] = server_version
     return found
+
+
+def run_versions(spec: RunSpec) -> dict[str, str]:
+    """What a new run records in run.json's versions: the package, Python, and the reuse key of its grid
+    (suite versions and the rendered prompts' digest; see recall_eval.reuse)."""
+    key = suites.reuse_key(package_version(), spec.suites, spec.lengths, spec.depths, spec.trials, spec.seed)
+    return {**versions(), **key}
+
+
+def reuse_key_of(spec: RunSpec) -> dict[str, str]:
+    """The entries of run_versions that a reused run must share (not Python's version)."""
+    return {name: value for name, value in run_versions(spec).items() if name != "python"}
+
+
+def changed_prompts(store: RunStore) -> str | None:
+    """Why a stored run's cases would not be the ones the suites render now (None: they are). Only the
+    suite versions and the prompts' digest count here (a package upgrade alone may finish a run); a run
+    that predates the digest cannot be checked."""
+    stored = store.run.versions
+    if "prompts" not in stored:
+        return None
+    key = {name: value for name, value in reuse_key_of(store.run.spec).items() if name != "recall-eval"}
+    return key_mismatch(stored, key)
 
 
 def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
@@ -93,7 +117,11 @@ def request_auth(request: RequestOptions | None) -> ServerAuth:
 
 
 def run_recorded(
-    store: RunStore, profile: Profile, hooks: Hooks, request: RequestOptions | None = None
+    store: RunStore,
+    profile: Profile,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    retry: frozenset[str] = frozenset(),
 ) -> None:
     """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early.
@@ -110,7 +138,7 @@ def run_recorded(
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers)
                 store.redactor = Redactor(auth.secrets())
-            asyncio.run(run_sweep(store, target, hooks, auth))
+            asyncio.run(run_sweep(store, target, hooks, auth, retry))
     except KeyboardInterrupt:
         finish_run(store, "interrupted", "stopped by Ctrl-C")
         raise RunInterrupted(store.path, label) from None
@@ -160,9 +188,16 @@ def check_reachable(profile: Profile, request: RequestOptions | None = None) -> 
     asyncio.run(probe())
 
 
-async def run_sweep(store: RunStore, target: Target, hooks: Hooks, auth: ServerAuth | None = None) -> None:
+async def run_sweep(
+    store: RunStore,
+    target: Target,
+    hooks: Hooks,
+    auth: ServerAuth | None = None,
+    retry: frozenset[str] = frozenset(),
+) -> None:
     """Probe every replica, calibrate the cases not yet final, and run them; results land in the
-    store as they finish."""
+    store as they finish. retry: outcomes whose stored cases are not final (they run again; their
+    earlier lines stay)."""
     spec = store.run.spec
     profile = store.run.profile
     urls = target_urls(profile, target.base_url) if profile is not None else [target.base_url]
@@ -194,12 +229,14 @@ async def run_sweep(store: RunStore, target: Target, hooks: Hooks, auth: ServerA
             )
         capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
         recipes = build_recipes(spec)
-        done = store.final_case_ids()
+        done = store.final_case_ids(retry=retry)
         limit = facts.context_length
         fits = [recipe for recipe in recipes if limit is None or recipe.target_tokens < limit]
         to_calibrate = {recipe_id(recipe) for recipe in fits} - done
         cache = CalibrationCache.load(store.path)
-        already = [result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes}]
+        already = [
+            result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes} & done
+        ]
         with hooks.sweep_progress(
             total=len(recipes),
             already_done=len(already),
@@ -220,6 +257,7 @@ async def run_sweep(store: RunStore, target: Target, hooks: Hooks, auth: ServerA
                 max_tokens=spec.max_tokens,
                 concurrency=spec.concurrency,
                 context_limit=limit,
+                retry=retry,
             )
             redact = store.redactor.text
             runner_hooks = RunnerHooks(

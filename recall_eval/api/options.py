@@ -208,6 +208,9 @@ class ResumeOptions:
     base_url: str | Sequence[str] | None = None  # the same server at another URL (or its replicas)
     port: int | None = None  # a launched server's port (it does not change results)
     render_report: bool = True
+    # outcomes whose cases run again ("error,timeout"); the earlier attempts stay in results.jsonl
+    retry: str | Sequence[str] | None = None
+    stop_leftovers: bool = False  # stop a server of this run that outlived its harness, instead of refusing
 
     @classmethod
     def of(cls, **fields: Any) -> ResumeOptions:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recall_eval.api.records import RunRecord
 from recall_eval.errors import UserError
 from recall_eval.store import RunStore, list_runs, runs_home
+
+if TYPE_CHECKING:
+    from launchers.server_records import Leftover
 
 
 def load_run(path: Path | str) -> RunRecord:
@@ -81,3 +85,32 @@ def compares(home: Path | str | None = None) -> list[CompareEntry]:
             )
         )
     return sorted(entries, key=lambda entry: entry.created_at)
+
+
+def leftover_servers(run_dir: Path | str) -> list[Leftover]:
+    """Servers a run started (servers.json) that are still running though no live harness owns them:
+    a server whose harness was killed along with the guard that should have stopped it."""
+    from launchers.server_records import find_leftovers
+
+    return [leftover for leftover in find_leftovers(Path(run_dir)) if not _harness_alive(leftover)]
+
+
+def stop_leftover_server(leftover: Leftover) -> bool:
+    """SIGTERM its process group, SIGKILL after a grace period; True when nothing of it is left."""
+    from launchers.server_records import stop_leftover
+
+    return stop_leftover(leftover)
+
+
+def _harness_alive(leftover: Leftover) -> bool:
+    """The harness that started it still runs (a sweep in progress): its server is not a leftover."""
+    import psutil
+
+    try:
+        harness = psutil.Process(leftover.record.harness_pid)
+        return (
+            harness.create_time() <= leftover.record.started_at + 1.0
+            and harness.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.Error:
+        return False

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
-from recall_eval.api.execute import check_reachable, request_auth, run_recorded, versions
+from recall_eval.api.execute import changed_prompts, check_reachable, request_auth, run_recorded, run_versions
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
     DEFAULT_GRID,
@@ -33,8 +33,10 @@ from recall_eval.api.records import RunRecord
 from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
-from recall_eval.types import Profile, Run, RunSpec
+from recall_eval.types import CaseRecipe, Profile, Run, RunSpec
+from recall_eval.verdict import parse_retry
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -177,8 +179,45 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
             run_id = text
         else:
             raise BadInput(f"--out {text!r}: give a directory (runs are created inside it) or a run id")
-    run = Run(run_id=run_id, spec=spec, profile=profile, versions=versions(), created_at=time.time())
+    run = Run(run_id=run_id, spec=spec, profile=profile, versions=run_versions(spec), created_at=time.time())
     return RunStore.create(run, root)
+
+
+def _recipes_at(spec: RunSpec, length: int) -> list[CaseRecipe]:
+    return [
+        recipe
+        for suite in spec.suites
+        for recipe in suites.build_recipes(suite, (length,), spec.depths, 1, spec.seed)
+    ]
+
+
+def check_target(profile: Profile, request: RequestOptions) -> None:
+    """An external server must answer; a profile to launch must pass the preflight (engine importable
+    by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure."""
+    if profile.engine == "external":
+        check_reachable(profile, request)
+        return
+    from launchers.preflight import require_preflight
+
+    require_preflight(profile)
+
+
+def handle_leftovers(store: RunStore, stop: bool, hooks: Hooks) -> None:
+    """A server this run started that outlived its harness (servers.json) holds its GPUs and port:
+    stopped when asked, else reported with the way to stop it (UserError)."""
+    from recall_eval.api.reading import leftover_servers, stop_leftover_server
+
+    for leftover in leftover_servers(store.path):
+        if not stop:
+            raise UserError(
+                f"{leftover.describe()} from an earlier harness of this run; add --stop-leftovers to stop it "
+                f"(or: kill -TERM -- -{leftover.record.pid})"
+            )
+        hooks.note(f"stopping {leftover.describe()}")
+        if not stop_leftover_server(leftover):
+            raise UserError(
+                f"could not stop {leftover.describe()}; stop it by hand (kill -KILL -- -{leftover.record.pid})"
+            )
 
 
 def execute(
@@ -187,9 +226,10 @@ def execute(
     hooks: Hooks,
     request: RequestOptions | None = None,
     render: bool = True,
+    retry: frozenset[str] = frozenset(),
 ) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks, request)
+    run_recorded(store, profile, hooks, request, retry=retry)
     if render:
         import reports
 
@@ -212,9 +252,9 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     options = updated(options or SweepOptions(), **fields)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
+    check_lengths_servable(spec.lengths, _recipes_at(spec, min(spec.lengths)))
     profile = with_capture(build_profile(options.target), options.capture_indexer)
-    if profile.engine == "external":  # fail before creating a run directory
-        check_reachable(profile, options.request)
+    check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, options.out)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
     return execute(store, profile, hooks, options.request, render=options.render_report)
@@ -250,6 +290,12 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
     profile = store.run.profile
     if profile is None:
         raise UserError(f"{run_dir}/run.json has no profile; it cannot be resumed")
+    changed = changed_prompts(store)
+    if changed:
+        raise BadInput(
+            f"--resume {run_dir}: the suites changed since this run started ({changed}); its cases would mix "
+            "old and new prompts. Start a new sweep"
+        )
     if options.base_url:
         replicas = external_profile(options.base_url, profile.served_model_name)
         profile = profile.model_copy(
@@ -284,6 +330,9 @@ def resume(
     options = updated(options or ResumeOptions(), **fields)
     hooks = hooks or Hooks()
     check_request(options.request)
+    retry = parse_retry(_spec_text(options.retry)) if options.retry else frozenset()
+    store = RunStore.open(Path(run_dir))
+    handle_leftovers(store, options.stop_leftovers, hooks)
     store, profile = _reopen(Path(run_dir), options)
     auth = request_auth(options.request)
     if store.run.spec.api_key_used and not auth.api_key:
@@ -292,6 +341,5 @@ def resume(
             "RECALL_EVAL_API_KEY) if the server asks for one",
             level="warning",
         )
-    if profile.engine == "external":
-        check_reachable(profile, options.request)
-    return execute(store, profile, hooks, options.request, render=options.render_report)
+    check_target(profile, options.request)
+    return execute(store, profile, hooks, options.request, render=options.render_report, retry=retry)

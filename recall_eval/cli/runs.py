@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from recall_eval import api
-from recall_eval.api.reading import CompareEntry
+from recall_eval.api.reading import CompareEntry, leftover_servers, stop_leftover_server
 from recall_eval.cli.app import app
 from recall_eval.formatting import percent
 from recall_eval.store import runs_home
+
+if TYPE_CHECKING:
+    from launchers.server_records import Leftover
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
@@ -120,15 +123,29 @@ def runs(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (runs and compares) for scripts.")
     ] = False,
+    stop_leftovers: Annotated[
+        bool,
+        typer.Option(
+            "--stop-leftovers",
+            help="Stop servers that outlived the harness that started them (listed under the table).",
+        ),
+    ] = False,
 ) -> None:
     """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
     recall, created) and compare directories (variants and their runs)."""
     root = home if home is not None else runs_home()
     stored, compared = api.runs(root), api.compares(root)
+    leftovers = {record.run_id: leftover_servers(record.path) for record in stored}
     if as_json:
         payload = {
             "home": str(root),
-            "runs": [run_json(record) for record in stored],
+            "runs": [
+                {
+                    **run_json(record),
+                    "leftover_servers": [_leftover_json(x) for x in leftovers[record.run_id]],
+                }
+                for record in stored
+            ],
             "compares": [compare_json(entry) for entry in compared],
         }
         print(json.dumps(payload, indent=2))
@@ -144,6 +161,7 @@ def runs(
         for record in stored:
             table.add_row(*_run_row(record))
         out.print(table)
+        _report_leftovers(out, leftovers, stop_leftovers)
     if compared:
         table = Table(title=f"compares in {root}")
         for column in ("id", "variants (baseline first)", "runs", "created"):
@@ -156,3 +174,28 @@ def runs(
                 _when(entry.created_at),
             )
         out.print(table)
+
+
+def _leftover_json(leftover: Leftover) -> dict[str, Any]:
+    record = leftover.record
+    return {
+        "name": record.name,
+        "process_group": record.pid,
+        "port": record.port,
+        "pids": list(leftover.pids),
+    }
+
+
+def _report_leftovers(out: Console, leftovers: dict[str, list[Leftover]], stop: bool) -> None:
+    """One line per server that outlived its harness: stopped with --stop-leftovers, else how to."""
+    for run_id, found in leftovers.items():
+        for leftover in found:
+            if not stop:
+                out.print(
+                    f"[yellow]leftover:[/yellow] run {run_id}: {leftover.describe()}; "
+                    "stop it with `recall-eval runs --stop-leftovers`"
+                )
+            elif stop_leftover_server(leftover):
+                out.print(f"stopped: run {run_id}: {leftover.describe().replace(' is still running', '')}")
+            else:
+                out.print(f"[red]could not stop[/red] run {run_id}: {leftover.describe()}")

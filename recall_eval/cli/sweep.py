@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
+import suites
 from recall_eval import api
-from recall_eval.api.options import DEFAULT_VARIANT
+from recall_eval.api.options import DEFAULT_GRID, DEFAULT_VARIANT
 from recall_eval.api.sweeping import resume_options
 from recall_eval.cli import options as opt
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import BadInput, UserError
+from recall_eval.grid import parse_suites
+from recall_eval.store import RunStore
+from recall_eval.verdict import RecallGate, parse_fail_under, verdict
 
 
 @app.command()
@@ -71,8 +77,33 @@ def sweep(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Do not render the report at the end.")
     ] = False,
+    fail_under: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-under",
+            help="Exit 4 when recall is below this: overall (0.95), per suite (needle=0.98,config=0.8), "
+            "or both. For CI gating of a kernel or precision change.",
+        ),
+    ] = None,
+    retry: Annotated[
+        str | None,
+        typer.Option(
+            help="With --resume: run the cases whose outcome is one of these again (e.g. error,timeout); "
+            "earlier attempts stay in results.jsonl, the latest counts."
+        ),
+    ] = None,
+    stop_leftovers: Annotated[
+        bool,
+        typer.Option(
+            "--stop-leftovers",
+            help="With --resume: stop a server of this run that outlived its harness (else the resume refuses).",
+        ),
+    ] = False,
 ) -> None:
-    """Run the recall grid (suites x lengths x depths x trials) and write a report."""
+    """Run the recall grid (suites x lengths x depths x trials) and write a report.
+
+    Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
+    3 no case got an answer from a live model; 4 recall below --fail-under; 130 interrupted."""
     options = api.SweepOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
@@ -104,10 +135,16 @@ def sweep(
         capture_indexer=capture_indexer,
         render_report=not no_report,
     )
+    if resume is None and (retry or stop_leftovers):
+        raise BadInput(
+            f"{'--retry' if retry else '--stop-leftovers'} applies to a resumed run: add --resume RUN_DIR"
+        )
+    gate = _gate(fail_under, resume, suite)  # bad input fails here, before anything starts
     hooks = ConsoleHooks(console)
     try:
         if resume is not None:
-            record = api.resume(resume, resume_options(options), hooks=hooks)
+            again = dataclasses.replace(resume_options(options), retry=retry, stop_leftovers=stop_leftovers)
+            record = api.resume(resume, again, hooks=hooks)
         else:
             record = api.sweep(options, hooks=hooks)
     except api.RunInterrupted as stop:
@@ -121,6 +158,22 @@ def sweep(
         print(record.report)
         if open_report:
             open_in_browser(record.report)
+    ending = verdict(record.results, gate)
+    for line in ending.lines:
+        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    if ending.exit_code:
+        raise typer.Exit(ending.exit_code)
+
+
+def _gate(fail_under: str | None, resume: Path | None, suite: str | None) -> RecallGate | None:
+    """--fail-under against the run's suites (a resumed run's own, else --suite or the default)."""
+    if fail_under is None:
+        return None
+    if resume is not None:
+        names: tuple[str, ...] = RunStore.open(resume).run.spec.suites
+    else:
+        names = parse_suites(suite or str(DEFAULT_GRID.suites), tuple(sorted(suites.SUITES)))
+    return parse_fail_under(fail_under, names)
 
 
 def _stopped_error(stop: api.RunStopped) -> UserError:

@@ -1,15 +1,17 @@
 """Benchmark of the harness itself: case building (calibration) speed and per-request overhead.
 
-    python tests/benchmarks/bench_harness.py [--base-url URL] [--requests N]
+    python -m tests.benchmarks.bench_harness [--base-url URL] [--requests N] [--overhead-only]
 
 Without --base-url it starts the real reference server (python -m launchers.reference.server) with
 a context long enough for the default grid, and stops it at the end. Prints two tables:
 1. cases built per second for the default grid (8 lengths 338..22597 x 5 depths x 2 trials),
    cold (empty calibration cache) and warm (the cache from the cold build), with the server's
    /v1/tokenize and, for comparison, the offline tiktoken fallback;
-2. the harness's own cost per request next to the server's time: harness CPU time per request
-   (request building, SSE parsing, scoring, the fsynced store append) and the wall time a case
-   spends in the runner outside its HTTP request, against the request latency itself.
+2. the harness's own cost at --concurrency 1 and 8: harness CPU time per request (request building,
+   SSE parsing, scoring, the fsynced store append on the writer thread) as a share of server time
+   (the sum of request latencies), the wall time a case spends in the runner outside its request,
+   and the event loop's lag (how late a 1 ms sleeper wakes: what blocking work on the loop would add
+   to the timings of the requests in flight).
 """
 
 from __future__ import annotations
@@ -71,52 +73,100 @@ async def bench_build(endpoint: Endpoint) -> Table:
     return table
 
 
-async def bench_overhead(endpoint: Endpoint, requests: int, max_tokens: int) -> Table:
+async def _loop_lag(samples: list[float], stop: asyncio.Event, tick_s: float = 0.001) -> None:
+    """How late the event loop wakes a 1 ms sleeper: what a blocking call on the loop adds to the
+    TTFT and inter-token gaps of every request in flight."""
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(tick_s)
+        samples.append(time.perf_counter() - before - tick_s)
+
+
+async def _overhead_run(
+    endpoint: Endpoint, requests: int, max_tokens: int, concurrency: int, watch_loop: bool
+) -> dict[str, float]:
+    """One sweep of `requests` cases. watch_loop: run the lag monitor (its own wake-ups cost CPU, so
+    CPU time is measured in a pass without it)."""
     lengths = parse_lengths("338..2000:4")
-    recipes = suites.build_recipes("needle", lengths, (0.0, 50.0, 100.0), 1, 3)[:requests]
+    depths = (0.0, 25.0, 50.0, 75.0, 100.0)
+    recipes = suites.build_recipes("needle", lengths, depths, 4, 3)[:requests]
     with tempfile.TemporaryDirectory() as home:
-        spec = RunSpec(lengths=lengths, depths=(0.0, 50.0, 100.0), max_tokens=max_tokens)
+        spec = RunSpec(lengths=lengths, depths=depths, max_tokens=max_tokens)
         store = RunStore.create(Run(run_id="bench", spec=spec, created_at=time.time()), Path(home))
         async with http_client() as http:
             cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes)
             client = ChatClient(endpoint, http, request_timeout_s=600)
-            runner = Runner(store, client, RunnerSettings(max_tokens=max_tokens, concurrency=1))
+            settings = RunnerSettings(max_tokens=max_tokens, concurrency=concurrency)
+            runner = Runner(store, client, settings)
+            lag: list[float] = [0.0]
+            stop = asyncio.Event()
+            monitor = asyncio.create_task(_loop_lag(lag, stop)) if watch_loop else None
             cpu_before, wall_before = time.process_time(), time.perf_counter()
             await runner.run(cases)
             cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
+            stop.set()
+            if monitor is not None:
+                await monitor
         results = store.results()
+    n = len(results)
     latencies = [r.completion.latency_s for r in results if r.completion and r.completion.latency_s]
     outside = [(r.finished_at - r.started_at) - r.completion.latency_s for r in results if r.completion]
-    n = len(results)
+    server_s = sum(latencies)  # server time: the sum of request latencies (client-measured)
+    return {
+        "n": n,
+        "latency_ms": statistics.median(latencies) * 1000,
+        "cpu_ms": cpu / n * 1000,
+        "cpu_share": cpu / server_s,
+        "outside_ms": statistics.median(outside) * 1000,
+        "lag_p99_ms": statistics.quantiles(lag, n=100)[98] * 1000 if len(lag) > 100 else max(lag) * 1000,
+        "lag_max_ms": max(lag) * 1000,
+        "wall_per_request_ms": wall / n * 1000,
+    }
+
+
+async def bench_overhead(
+    endpoint: Endpoint, requests: int, max_tokens: int, levels: tuple[int, ...]
+) -> Table:
     table = Table(
-        title=f"harness overhead per request ({n} requests, concurrency 1, max_tokens {max_tokens})"
+        title=f"harness overhead ({requests} requests per row, max_tokens {max_tokens}; loop lag from a second "
+        "pass with a 1 ms monitor)"
     )
-    table.add_column("measure")
-    table.add_column("per request (ms)", justify="right")
-    table.add_column("share of server time", justify="right")
-    server_ms = statistics.mean(latencies) * 1000
-    table.add_row("server time (request latency, client-measured)", f"{server_ms:.1f}", "100%")
-    cpu_ms = cpu / n * 1000
-    table.add_row(
-        "harness CPU time (build, parse SSE, score, store)", f"{cpu_ms:.2f}", f"{cpu_ms / server_ms:.2%}"
-    )
-    outside_ms = statistics.mean(outside) * 1000
-    table.add_row(
-        "runner wall time outside the request", f"{outside_ms:.2f}", f"{outside_ms / server_ms:.2%}"
-    )
-    table.add_row(
-        "sweep wall time per request", f"{wall / n * 1000:.1f}", f"{wall / n * 1000 / server_ms:.1%}"
-    )
+    for column in (
+        "concurrency",
+        "median latency ms",
+        "harness CPU ms/request",
+        "harness CPU / server time",
+        "runner wall outside request ms (median)",
+        "event-loop lag p99 ms",
+        "lag max ms",
+        "sweep wall ms/request",
+    ):
+        table.add_column(column, justify="right")
+    for concurrency in levels:
+        row = await _overhead_run(endpoint, requests, max_tokens, concurrency, watch_loop=False)
+        lag = await _overhead_run(endpoint, requests, max_tokens, concurrency, watch_loop=True)
+        row.update(lag_p99_ms=lag["lag_p99_ms"], lag_max_ms=lag["lag_max_ms"])
+        table.add_row(
+            str(concurrency),
+            f"{row['latency_ms']:.1f}",
+            f"{row['cpu_ms']:.2f}",
+            f"{row['cpu_share']:.2%}",
+            f"{row['outside_ms']:.2f}",
+            f"{row['lag_p99_ms']:.2f}",
+            f"{row['lag_max_ms']:.2f}",
+            f"{row['wall_per_request_ms']:.1f}",
+        )
     return table
 
 
-async def main_async(base_url: str, requests: int, max_tokens: int) -> None:
+async def main_async(base_url: str, requests: int, max_tokens: int, skip_build: bool) -> None:
     async with http_client() as http:
         facts = await probe_server(base_url, http)
     endpoint = Endpoint(base_url=base_url, model=facts.model)
-    console = Console(width=140)
-    console.print(await bench_build(endpoint))
-    console.print(await bench_overhead(endpoint, requests, max_tokens))
+    console = Console(width=160)
+    if not skip_build:
+        console.print(await bench_build(endpoint))
+    console.print(await bench_overhead(endpoint, requests, max_tokens, (1, 8)))
 
 
 def main() -> None:
@@ -124,16 +174,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--base-url", help="a running server; default: start the reference server")
-    parser.add_argument("--requests", type=int, default=12)
+    parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--overhead-only", action="store_true", help="skip the case-building table")
     args = parser.parse_args()
     if args.base_url:
-        asyncio.run(main_async(args.base_url, args.requests, args.max_tokens))
+        asyncio.run(main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only))
         return
     with tempfile.TemporaryDirectory() as logs:
         server = ReferenceServer(Path(logs) / "server.log", "--context-length", "32768")
         try:
-            asyncio.run(main_async(server.base_url, args.requests, args.max_tokens))
+            asyncio.run(main_async(server.base_url, args.requests, args.max_tokens, args.overhead_only))
         finally:
             server.stop()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from recall_eval.api.comparing import PlannedVariant, compare_id, matching_runs, plan_variants
+from recall_eval.api.execute import package_version, run_versions
 from recall_eval.errors import BadInput
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec, RunStatus
@@ -15,10 +16,20 @@ from recall_eval.types import Profile, Run, RunSpec, RunStatus
 SPEC = RunSpec(lengths=(338, 1000), depths=(0.0, 100.0), trials=1, seed=7)
 
 
-def store(planned: PlannedVariant, status: RunStatus = "finished", **spec_changes: object) -> RunStore:
+def store(
+    planned: PlannedVariant,
+    status: RunStatus = "finished",
+    versions: dict[str, str] | None = None,
+    **spec_changes: object,
+) -> RunStore:
     spec = planned.spec.model_copy(update=spec_changes)
     run = Run(
-        run_id=new_run_id(spec), spec=spec, profile=planned.profile, status=status, created_at=time.time()
+        run_id=new_run_id(spec),
+        spec=spec,
+        profile=planned.profile,
+        status=status,
+        versions={**run_versions(spec), **(versions or {})},
+        created_at=time.time(),
     )
     return RunStore.create(run, runs_home())
 
@@ -74,12 +85,24 @@ def test_reuse_needs_identical_spec_and_target() -> None:
             spec=fp8.spec,
             profile=fp8.profile.model_copy(update={"port": 30123}),  # the port does not change answers
             status="interrupted",
+            versions=run_versions(fp8.spec),
             created_at=time.time(),
         ),
         runs_home(),
     )
     found = {s.path for s in matching_runs(fp8)}
     assert found == {same.path, relabelled.path, moved.path}
+
+
+def test_reuse_needs_the_same_package_suites_and_prompts() -> None:
+    fp8, _ = plan_variants(["fp8", "bf16"], SPEC)
+    same = store(fp8, versions={"python": "3.99.0", "server": "other"})  # neither changes the prompts
+    store(fp8, versions={"recall-eval": "0.0.1"})
+    store(fp8, versions={"suite:needle": "0"})
+    store(fp8, versions={"prompts": "0" * 64})  # a lexicon edit: same case ids, other prompts
+    legacy = store(fp8)
+    legacy.write_run(legacy.run.model_copy(update={"versions": {"recall-eval": package_version()}}))
+    assert [s.path for s in matching_runs(fp8)] == [same.path]
 
 
 def test_reuse_of_running_servers_is_by_url_and_model() -> None:

@@ -40,3 +40,28 @@ def test_mismatch_names_what_differs():
     assert (
         key_mismatch({"recall-eval": "0.2.0", "suite:needle": "2"}, key) == "the run predates prompt digests"
     )
+
+
+def test_resume_refuses_a_run_whose_prompts_changed(tmp_path):
+    import time
+
+    import pytest
+
+    from recall_eval import api
+    from recall_eval.api.execute import run_versions
+    from recall_eval.errors import BadInput
+    from recall_eval.store import RunStore
+    from recall_eval.types import Profile, Run, RunSpec
+
+    spec = RunSpec(lengths=(400,), depths=(50.0,), trials=1)
+    stale = {**run_versions(spec), "prompts": "0" * 64}
+    profile = Profile(name="reference", engine="reference", port=0)
+    run = Run(
+        run_id="old", spec=spec, profile=profile, versions=stale, status="interrupted", created_at=time.time()
+    )
+    store = RunStore.create(run, tmp_path)
+    with pytest.raises(
+        BadInput, match="the suites changed since this run started .the rendered prompts differ."
+    ):
+        api.resume(store.path)
+    assert RunStore.open(store.path).run.status == "interrupted"  # refused before anything was touched
