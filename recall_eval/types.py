@@ -66,7 +66,8 @@ class Case(_Frozen):
     prompt_tokens: int | None = None  # rendered prompt length in the server's tokens
     needle_token_offset: int | None = None  # token offset of the fact's first token in the rendered prompt
     needle_token_end: int | None = None  # token offset one past the fact's last token
-    # which tokenizer measured the above ("server:/v1/tokenize", "tiktoken:cl100k_base")
+    # which tokenizer measured the above (recall_eval.tokenization: "server:/v1/tokenize", "server:/tokenize",
+    # "server:/apply-template+/tokenize", "server:usage.prompt_tokens", or the estimate "tiktoken:cl100k_base")
     tokenizer: str | None = None
     # set by calibration when even the suite's smallest form of this case exceeds target_tokens: why;
     # such a case is never sent and ends as the "not_applicable" outcome
@@ -108,7 +109,7 @@ class ShrinkableRecipe(CaseRecipe, Protocol):
 class Tokenizer(Protocol):
     """Counts tokens the way the server does (its own /v1/tokenize where it has one)."""
 
-    name: str  # recorded in every case: "server:/v1/tokenize" or "tiktoken:cl100k_base"
+    name: str  # recorded in every case (see Case.tokenizer)
 
     async def count_messages(self, messages: tuple[ChatMessage, ...]) -> int:
         """Tokens of the whole rendered chat request, template and generation prompt included."""
