@@ -24,10 +24,11 @@ _SECRET_WORDS = frozenset(
     {"key", "apikey", "token", "secret", "password", "passwd", "authorization", "credential", "credentials"}
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # HF_TOKEN -> HF, TOKEN; apiKey -> api, Key
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")  # https://user:pass@host
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",;]+")
 # name=value, name: value, 'name': 'value', "name": "value", name='value' (a Python repr)
 _ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*['\"]?)(?P<value>[^\s'\",;&(){}\[\]]+)"
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=|:(?!//))\s*['\"]?)(?P<value>[^\s'\",;&?(){}\[\]]+)"
 )
 _FLAG_WITH_VALUE = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)")
 MIN_SECRET_LEN = 4  # shorter "secrets" would mask ordinary text
@@ -115,6 +116,7 @@ class Redactor:
     def text(self, text: str) -> str:
         """Free text (a log line, an error message, a command line) with secrets masked."""
         text = self.values_only(text)
+        text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
         text = _FLAG_WITH_VALUE.sub(self._flag, text)
         return _ASSIGNMENT.sub(self._assignment, text)

@@ -38,9 +38,24 @@ def test_text_masks_patterns_and_known_values():
     assert "max_total_tokens=100" in masked and "port=3" in masked
 
 
+def test_credentials_in_urls_are_masked():
+    masked = Redactor().text("proxy https://alice:s3cret@llm.example.com/v1?api_key=q9 ok")
+    assert "s3cret" not in masked and "alice" not in masked and "q9" not in masked
+    assert "llm.example.com/v1" in masked
+
+
 def test_argv_masks_the_value_after_a_secret_flag():
     argv = ["serve", "--api-key", "k1", "--port", "30000", "--hf-token=k2", "--model", "m"]
-    assert Redactor().argv(argv) == ["serve", "--api-key", MASK, "--port", "30000", f"--hf-token={MASK}", "--model", "m"]
+    assert Redactor().argv(argv) == [
+        "serve",
+        "--api-key",
+        MASK,
+        "--port",
+        "30000",
+        f"--hf-token={MASK}",
+        "--model",
+        "m",
+    ]
 
 
 def test_value_masks_nested_mappings_and_arg_tuples():
