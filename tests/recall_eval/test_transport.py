@@ -84,7 +84,9 @@ async def test_headers_reach_every_request():
 
 
 async def test_401_on_probe_names_the_fix():
-    http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(401, json={"error": "x"})))
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(401, json={"error": "x"}))
+    )
     with pytest.raises(UserError, match="HTTP 401.*--api-key.*RECALL_EVAL_API_KEY.*OPENAI_API_KEY"):
         await probe_server("http://test", http)
 
@@ -107,7 +109,9 @@ async def test_retry_honours_retry_after_and_is_bounded():
     assert waits == [7.0, 7.0]  # Retry-After wins over the shorter backoff
 
 
-@pytest.mark.parametrize(("status", "retried"), [(429, True), (502, True), (503, True), (504, True), (500, False)])
+@pytest.mark.parametrize(
+    ("status", "retried"), [(429, True), (502, True), (503, True), (504, True), (500, False)]
+)
 async def test_which_statuses_are_retried(status, retried):
     calls = 0
 
