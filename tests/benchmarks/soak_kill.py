@@ -108,6 +108,25 @@ def soak(
     first = ["sweep", *grid, "--concurrency", str(concurrency), "--max-tokens", "16", "--out", str(out)]
     started = time.monotonic()
     harness: subprocess.Popen[bytes] | None = None
+    try:
+        return _soak_loop(rng, result, kills, home, out, log, first, started)
+    finally:
+        for child in psutil.Process().children():  # a harness of ours still running (an error above)
+            child.terminate()
+            child.wait(timeout=30)
+
+
+def _soak_loop(
+    rng: random.Random,
+    result: SoakResult,
+    kills: int,
+    home: Path,
+    out: Path,
+    log: Path,
+    first: list[str],
+    started: float,
+) -> SoakResult:
+    harness: subprocess.Popen[bytes] | None = None
     run_dir: Path | None = None
     server_pid_seen: int | None = None
     born, delay, target = 0.0, 0.0, "server"
