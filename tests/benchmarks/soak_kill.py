@@ -107,7 +107,6 @@ def soak(
     grid = ["--lengths", lengths, "--depths", depths, "--trials", str(trials)]
     first = ["sweep", *grid, "--concurrency", str(concurrency), "--max-tokens", "16", "--out", str(out)]
     started = time.monotonic()
-    harness: subprocess.Popen[bytes] | None = None
     try:
         return _soak_loop(rng, result, kills, home, out, log, first, started)
     finally:
