@@ -104,8 +104,10 @@ def _raise_on_error_event(data: Any) -> None:
         raise RequestFailed(classify_error_message(message, status), message, status)
 
 
-async def read_event_stream(response: httpx.Response, on_event: Callable[[Any], None]) -> None:
-    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event, until [DONE].
+async def read_event_stream(response: httpx.Response, on_event: Callable[[Any, float], None]) -> None:
+    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event(data, arrived), until
+    [DONE]. `arrived` is the perf_counter time its bytes came off the socket (taken per network chunk,
+    before any parsing), so events parsed later, or after a busy moment, keep their true arrival times.
 
     An HTTP error status, a malformed event or an error event raises RequestFailed.
     """
@@ -113,24 +115,37 @@ async def read_event_stream(response: httpx.Response, on_event: Callable[[Any], 
         message = error_text(await response.aread())
         kind = classify_error_message(message, response.status_code)
         raise RequestFailed(kind, f"HTTP {response.status_code}: {message}", response.status_code)
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            break
-        if not payload:
-            continue
-        try:
-            data = json.loads(payload)
-        except ValueError as err:
-            raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
-        _raise_on_error_event(data)
-        on_event(data)
+    pending = ""
+    async for text in response.aiter_text():
+        arrived = time.perf_counter()
+        lines = (pending + text).split("\n")
+        pending = lines.pop()  # an unfinished line waits for the next chunk
+        for line in lines:
+            if _read_line(line.rstrip("\r"), arrived, on_event):
+                return
+    if pending:
+        _read_line(pending.rstrip("\r"), time.perf_counter(), on_event)
 
 
-def _consume_event(data: Any, state: _StreamState) -> None:
-    now = time.perf_counter()
+def _read_line(line: str, arrived: float, on_event: Callable[[Any, float], None]) -> bool:
+    """One SSE line; True at [DONE]."""
+    if not line.startswith("data:"):
+        return False
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return True
+    if not payload:
+        return False
+    try:
+        data = json.loads(payload)
+    except ValueError as err:
+        raise RequestFailed("server", f"malformed stream event: {payload[:120]}") from err
+    _raise_on_error_event(data)
+    on_event(data, arrived)
+    return False
+
+
+def _consume_event(data: Any, state: _StreamState, now: float) -> None:
     for choice in data.get("choices") or []:
         delta = choice.get("delta") or {}
         text, thought = delta.get("content") or "", delta.get("reasoning_content") or ""
@@ -221,7 +236,7 @@ class ChatClient:
         state = _StreamState()
         sent = time.perf_counter()
         async with self.http.stream("POST", url, json=self._body(messages, max_tokens)) as response:
-            await read_event_stream(response, lambda data: _consume_event(data, state))
+            await read_event_stream(response, lambda data, arrived: _consume_event(data, state, arrived))
         closed = time.perf_counter()
         return self._completion(state, sent, closed)
 
