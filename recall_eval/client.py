@@ -138,10 +138,12 @@ async def _next_chunk(chunks: Any, limit_s: float | None, waiting_for: str) -> b
 
 async def read_event_stream(
     response: httpx.Response,
-    on_event: Callable[[Any], object],
+    on_event: Callable[[Any, float], object],
     timeouts: Timeouts | None = None,
 ) -> bool:
-    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event, until [DONE].
+    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event(data, arrived), until
+    [DONE]. `arrived` is the perf_counter time its bytes came off the socket (taken per network chunk,
+    before any parsing), so events parsed later, or after a busy moment, keep their true arrival times.
 
     Returns True when [DONE] arrived. Bytes are decoded as UTF-8 with replacement, JSON strings are
     cleaned of lone surrogates. on_event returning a truthy value marks generated text: from then on
@@ -161,6 +163,7 @@ async def read_event_stream(
         raw = await _next_chunk(
             chunks, None if limit == float("inf") else limit, "data" if flowing else "first token"
         )
+        arrived = time.perf_counter()
         buffer += decoder.decode(raw or b"", final=raw is None)
         *lines, buffer = buffer.split("\n")
         if raw is None and buffer:
@@ -182,7 +185,7 @@ async def read_event_stream(
             except ValueError as err:
                 raise RequestFailed("protocol", f"malformed stream event: {excerpt(payload, 120)}") from err
             _raise_on_error_event(data)
-            if on_event(data):
+            if on_event(data, arrived):
                 flowing = True
         if raw is None:
             if not seen_events and other_text:
@@ -190,12 +193,11 @@ async def read_event_stream(
             return False
 
 
-def _consume_event(data: Any, state: _StreamState) -> bool:
+def _consume_event(data: Any, state: _StreamState, now: float) -> bool:
     if not isinstance(data, dict):
         raise RequestFailed(
             "protocol", f"stream event is not a JSON object: {excerpt(json.dumps(data), 120)}"
         )
-    now = time.perf_counter()
     got_text = False
     for choice in data.get("choices") or []:
         if not isinstance(choice, dict):
@@ -303,7 +305,7 @@ class ChatClient:
             response = await _send_streaming(self.http, request, self.timeouts.first_token_s)
             try:
                 done = await read_event_stream(
-                    response, lambda data: _consume_event(data, state), self.timeouts
+                    response, lambda data, arrived: _consume_event(data, state, arrived), self.timeouts
                 )
             finally:
                 await response.aclose()

@@ -130,9 +130,7 @@ class GenerateClient:
         stream = _Stream()
         sent = time.perf_counter()
         async with self.chat.http.stream("POST", f"{self.root}/generate", json=request) as response:
-            await read_event_stream(
-                response, lambda data: stream.add(data, time.perf_counter()), self.chat.timeouts
-            )
+            await read_event_stream(response, stream.add, self.chat.timeouts)
         closed = time.perf_counter()
         return self._generation(stream, len(input_ids), sent, closed)
 

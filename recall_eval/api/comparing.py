@@ -24,11 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recall_eval.api.execute import check_reachable, reuse_key_of, run_versions
+from recall_eval.api.execute import reuse_key_of, run_versions
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
-from recall_eval.api.sweeping import build_spec, execute, external_profile, request_auth, with_capture
+from recall_eval.api.sweeping import (
+    build_spec,
+    check_lengths_of,
+    check_target,
+    execute,
+    external_profile,
+    request_auth,
+    with_capture,
+)
 from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
 from recall_eval.redact import Redactor
@@ -174,8 +182,7 @@ def obtain_run(
 
             reports.render_report(store.path)
         return RunRecord.from_store(store, reused=True)
-    if planned.profile.engine == "external":
-        check_reachable(planned.profile, request)
+    check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
     resumable = [store for store in matches if store.run.status in _RESUMABLE]
     if resumable:
         store = resumable[-1]
@@ -244,6 +251,7 @@ def compare(
     options = updated(options or CompareOptions(), **fields)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, capture_indexer=options.capture_indexer)
+    check_lengths_of(spec)
     planned = [
         PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
         for p in plan_variants(

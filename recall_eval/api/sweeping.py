@@ -35,7 +35,7 @@ from recall_eval.errors import BadInput, UserError
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
-from recall_eval.types import CaseRecipe, Profile, Run, RunSpec
+from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.verdict import parse_retry
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -183,12 +183,15 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
     return RunStore.create(run, root)
 
 
-def _recipes_at(spec: RunSpec, length: int) -> list[CaseRecipe]:
-    return [
+def check_lengths_of(spec: RunSpec) -> None:
+    """BadInput for a length no suite of the spec can render (tiktoken estimate; no server needed)."""
+    shortest = min(spec.lengths)
+    recipes = [
         recipe
         for suite in spec.suites
-        for recipe in suites.build_recipes(suite, (length,), spec.depths, 1, spec.seed)
+        for recipe in suites.build_recipes(suite, (shortest,), spec.depths, 1, spec.seed)
     ]
+    check_lengths_servable(spec.lengths, recipes)
 
 
 def check_target(profile: Profile, request: RequestOptions) -> None:
@@ -252,7 +255,7 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     options = updated(options or SweepOptions(), **fields)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
-    check_lengths_servable(spec.lengths, _recipes_at(spec, min(spec.lengths)))
+    check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, options.out)

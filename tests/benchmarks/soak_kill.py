@@ -107,6 +107,24 @@ def soak(
     grid = ["--lengths", lengths, "--depths", depths, "--trials", str(trials)]
     first = ["sweep", *grid, "--concurrency", str(concurrency), "--max-tokens", "16", "--out", str(out)]
     started = time.monotonic()
+    try:
+        return _soak_loop(rng, result, kills, home, out, log, first, started)
+    finally:
+        for child in psutil.Process().children():  # a harness of ours still running (an error above)
+            child.terminate()
+            child.wait(timeout=30)
+
+
+def _soak_loop(
+    rng: random.Random,
+    result: SoakResult,
+    kills: int,
+    home: Path,
+    out: Path,
+    log: Path,
+    first: list[str],
+    started: float,
+) -> SoakResult:
     harness: subprocess.Popen[bytes] | None = None
     run_dir: Path | None = None
     server_pid_seen: int | None = None
@@ -167,7 +185,8 @@ def soak(
 
 
 def table(result: SoakResult, kills: int, seed: int) -> Table:
-    out = Table(title=f"kill soak: reference engine, {kills} SIGKILLs (seed {seed})")
+    done = sum(result.kills.values())
+    out = Table(title=f"kill soak: reference engine, {done} SIGKILLs of {kills} asked (seed {seed})")
     out.add_column("measure")
     out.add_column("value", justify="right")
     out.add_column("target", justify="right")
@@ -175,7 +194,7 @@ def table(result: SoakResult, kills: int, seed: int) -> Table:
     out.add_row("SIGKILL of the harness", str(result.kills["harness"]), "")
     out.add_row("SIGKILL of the server", str(result.kills["server"]), "")
     out.add_row("harness starts (first + resumes)", str(result.harness_starts), "")
-    out.add_row("server relaunches by the harness (last harness)", str(result.relaunches), "")
+    out.add_row("server relaunches by the harness (run.json)", str(result.relaunches), "")
     codes = ", ".join(f"{code}: {count}" for code, count in sorted(result.exit_codes.items()))
     out.add_row("harness exit codes", codes, "")
     out.add_row("final run status", result.status, "finished")
@@ -195,7 +214,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--lengths", default="400..3000:6")
     parser.add_argument("--depths", default="0..100:5")
-    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--keep", action="store_true", help="keep the work directory (its path is printed)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))

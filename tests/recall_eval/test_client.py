@@ -6,12 +6,20 @@ exercised against the real reference server in tests/e2e.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import httpx
 import pytest
 
-from recall_eval.client import ChatClient, RequestFailed, classify_error_message, split_thinking
+from recall_eval.client import (
+    ChatClient,
+    RequestFailed,
+    classify_error_message,
+    read_event_stream,
+    split_thinking,
+)
 from recall_eval.types import ChatMessage, Endpoint
 
 MESSAGES = (ChatMessage(role="user", content="What is the code?"),)
@@ -206,3 +214,34 @@ async def test_error_event_in_stream():
     with pytest.raises(RequestFailed) as info:
         await _client(handler, retries=0).complete(MESSAGES, 2)
     assert info.value.kind == "server"
+
+
+async def test_event_times_are_taken_when_their_bytes_arrive_not_when_parsed():
+    """Events that arrive in one network chunk share its arrival time, however long each takes to
+    handle; an event split across chunks gets the time its last bytes came; a later chunk is stamped
+    later (unit test of read_event_stream over a mock transport)."""
+
+    def event(text: str) -> bytes:
+        return f"data: {json.dumps({'choices': [{'delta': {'content': text}}]})}\n\n".encode()
+
+    class Chunks(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield event("a") + event("b") + event("c")[:10]
+            yield event("c")[10:]
+            await asyncio.sleep(0.2)
+            yield event("d") + b"data: [DONE]\n\n"
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=Chunks()))
+    seen: list[tuple[str, float]] = []
+
+    def handle(data, arrived: float) -> None:
+        seen.append((data["choices"][0]["delta"]["content"], arrived))
+        time.sleep(0.05)  # slow handling must not move the times of events already received
+
+    async with httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("POST", "http://test/v1/chat/completions") as response:
+            await read_event_stream(response, handle)
+    (a, t_a), (b, t_b), (c, t_c), (d, t_d) = seen
+    assert (a, b, c, d) == ("a", "b", "c", "d")
+    assert t_a == t_b  # one chunk, one arrival time (parsing b came 50 ms later)
+    assert t_c > t_b and t_d - t_c >= 0.2
