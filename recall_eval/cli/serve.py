@@ -85,10 +85,10 @@ def serve(
             console.print("[yellow]interrupted during start-up; stopped[/yellow]")
             raise typer.Exit(130) from None
         with server:
-            print(f"ready in {server.time_to_ready_s:.0f} s", flush=True)
-            print(f"endpoint {server.endpoint.base_url} (model {server.endpoint.model})", flush=True)
-            console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False)
-            try:
+            try:  # from here Ctrl-C stops cleanly; the endpoint line comes last (scripts wait for it)
+                console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False)
+                print(f"ready in {server.time_to_ready_s:.0f} s", flush=True)
+                print(f"endpoint {server.endpoint.base_url} (model {server.endpoint.model})", flush=True)
                 while True:
                     death = server.poll_death()
                     if death is not None:
