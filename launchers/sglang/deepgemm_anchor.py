@@ -200,6 +200,29 @@ def decode_row(
     return {k: ({"ms": v.ms, "gbs": v.gbs} if isinstance(v, kb.DecodeTiming) else v) for k, v in row.items()}
 
 
+# what each decode column moves per key: pool bytes + 4 logits bytes
+_KIND_OF_COLUMN = {"dg": "fp8", "fp8": "fp8", "bf16": "bf16"}
+
+
+def streaming_fit(decode_rows: list[dict], column: str, min_keys: int = 131072, min_batch: int = 16) -> dict:
+    """Least-squares `time = fixed + bytes / rate` over the large decode calls (from `min_keys` keys and
+    `min_batch` requests) of one column ("dg", "fp8" or "bf16"): splits a share of copy bandwidth into a
+    per-call cost and the rate at which the kernel streams once running. `{fixed_us, rate_gbs, r2, points}`."""
+    from scipy.stats import linregress
+
+    rows = [r for r in decode_rows if r["keys"] >= min_keys and r["batch"] >= min_batch]
+    if len(rows) < 2:
+        raise ValueError(f"a fit needs two decode calls from {min_keys} keys x {min_batch} requests")
+    per_key = layout.bytes_per_token(_KIND_OF_COLUMN[column]) + 4
+    fit = linregress([r["keys"] * r["batch"] * per_key for r in rows], [r[column]["ms"] / 1e3 for r in rows])
+    return {
+        "fixed_us": float(fit.intercept) * 1e6,
+        "rate_gbs": 1 / float(fit.slope) / 1e9,
+        "r2": float(fit.rvalue) ** 2,
+        "points": len(rows),
+    }
+
+
 def bf16_split_sweep(
     pool16: torch.Tensor,
     points: list[tuple[int, int]],
