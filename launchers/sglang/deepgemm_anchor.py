@@ -22,7 +22,7 @@ from launchers.sglang import kernel_bench as kb
 from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
-from launchers.sglang.kernels._logits_core import LogitsConfig, default_config
+from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, pages_per_program
 from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
@@ -232,13 +232,31 @@ def bf16_split_sweep(
     device: torch.device,
 ) -> list[dict]:
     """bf16 decode at `points` with the tuned shape but other caps on pages per program (how finely a
-    large call is cut into programs) and pipeline depths: `[{max_pages, stages, ms: [per point]}]`."""
+    large call is cut into programs), pipeline depths and even or capped splits:
+    `[{max_pages, stages, even_splits, programs: [per point], ms: [per point]}]`. Where even splits do
+    not change the grid the row repeats the uneven one: the pair shows the run's timing noise."""
     rows = []
     for n_stages in stages:
         for cap in caps:
-            cfg = dataclasses.replace(base, max_pages_per_program=cap, num_stages=n_stages)
-            times = [kb.time_decode("bf16", pool16, k, b, cfg, device).ms for k, b in points]
-            rows.append({"max_pages": cap, "stages": n_stages, "ms": times})
+            for even in (False, True):
+                cfg = dataclasses.replace(
+                    base, max_pages_per_program=cap, num_stages=n_stages, even_splits=even
+                )
+                programs, times = [], []
+                for keys, batch in points:
+                    pages = keys // INDEX_PAGE_SIZE
+                    per_program = pages_per_program(pages, batch, False, cfg, device)
+                    programs.append(batch * -(-pages // per_program))
+                    times.append(kb.time_decode("bf16", pool16, keys, batch, cfg, device).ms)
+                rows.append(
+                    {
+                        "max_pages": cap,
+                        "stages": n_stages,
+                        "even_splits": even,
+                        "programs": programs,
+                        "ms": times,
+                    }
+                )
     return rows
 
 

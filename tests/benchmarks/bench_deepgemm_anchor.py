@@ -74,6 +74,10 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
     bf16_cfg = default_config("bf16", False)
     if args.bf16_max_pages is not None:
         bf16_cfg = dataclasses.replace(bf16_cfg, max_pages_per_program=args.bf16_max_pages)
+    if args.bf16_stages is not None:
+        bf16_cfg = dataclasses.replace(bf16_cfg, num_stages=args.bf16_stages)
+    if args.bf16_even_splits:
+        bf16_cfg = dataclasses.replace(bf16_cfg, even_splits=True)
     result["bf16_decode_config"] = dataclasses.asdict(bf16_cfg)
     result["decode"] = []
     for keys in args.keys:
@@ -95,7 +99,9 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
         result["split_sweep"]["rows"] = rows
         progress(
             "bf16 split sweep: "
-            + "; ".join(f"cap {r['max_pages']} st {r['stages']}: {r['ms']}" for r in rows)
+            + "; ".join(
+                f"cap {r['max_pages']} st {r['stages']} even {r['even_splits']}: {r['ms']}" for r in rows
+            )
         )
     del pools
     torch.cuda.empty_cache()
@@ -124,7 +130,9 @@ def _fmt_bf16(cfg: dict | None) -> str:
         return "the tuned shape (not recorded in this JSON)"
     return (
         f"warps={cfg['num_warps']} stages={cfg['num_stages']} programs/SM={cfg['programs_per_sm']} "
-        f"pages/program <= {cfg['max_pages_per_program']}" + (" pdl" if cfg["pdl"] else "")
+        f"pages/program <= {cfg['max_pages_per_program']}"
+        + (" even splits" if cfg.get("even_splits") else "")
+        + (" pdl" if cfg["pdl"] else "")
     )
 
 
@@ -212,20 +220,24 @@ def render(result: dict) -> str:
         out += [
             "",
             "Where our bf16's share of copy bandwidth is below DeepGEMM's (from 128K keys): bf16 with other caps on "
-            "pages per program (how finely a large call is cut into programs) and pipeline depths, same run. "
-            "Cells: us, then % of copy bandwidth (DeepGEMM's at that point in the header).",
+            "pages per program (how finely a large call is cut into programs), pipeline depths and even splits "
+            "(the same number of splits, of equal length), same run. Cells: us, % of copy bandwidth, programs "
+            "in the grid (DeepGEMM's share at that point in the header). Where even splits leave the grid as "
+            "it was, the pair of rows times the same kernel twice: their difference is the timing noise.",
             "",
-            "| pages/program cap | stages | "
-            + " | ".join(f"{k}x{b} (DG {100 * _gbs(result, k, b, 'dg') / copy:.0f}%)" for k, b in points)
+            "| pages/program cap | stages | even splits | "
+            + " | ".join(f"{k}x{b} (DG {100 * _gbs(result, k, b, 'dg') / copy:.1f}%)" for k, b in points)
             + " |",
-            "|---|---|" + "---|" * len(points),
+            "|---|---|---|" + "---|" * len(points),
         ]
         for r in sweep["rows"]:
             cells = [
-                f"{ms * 1e3:.1f}, {100 * _gbs(result, k, b, 'bf16') * _ms(result, k, b, 'bf16') / ms / copy:.0f}%"
-                for (k, b), ms in zip(points, r["ms"], strict=True)
+                f"{ms * 1e3:.1f}, {100 * _gbs(result, k, b, 'bf16') * _ms(result, k, b, 'bf16') / ms / copy:.1f}%, "
+                f"{n}"
+                for (k, b), ms, n in zip(points, r["ms"], r["programs"], strict=True)
             ]
-            out.append(f"| {r['max_pages']} | {r['stages']} | " + " | ".join(cells) + " |")
+            even = "yes" if r["even_splits"] else "no"
+            out.append(f"| {r['max_pages']} | {r['stages']} | {even} | " + " | ".join(cells) + " |")
     out += [
         "",
         "### Prefill: one request, causal, keys = tokens / 4",
@@ -256,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         "--bf16-max-pages",
         type=int,
         help="time bf16 decode with this cap on pages per program (default: tuned)",
+    )
+    parser.add_argument(
+        "--bf16-stages", type=int, help="time bf16 decode with this pipeline depth (default: tuned)"
+    )
+    parser.add_argument(
+        "--bf16-even-splits", action="store_true", help="time bf16 decode with splits of equal length"
     )
     parser.add_argument(
         "--from-json", type=Path, help="re-render the tables of a run saved with --json (no GPU needed)"

@@ -6,6 +6,7 @@ DeepGEMM itself runs only in test_deepgemm_anchor_gpu.py (Hopper, `deep_gemm` im
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,30 @@ def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
     assert "| 524288 | 64 | 1103.2 | 4137 | 96% |" in done.stdout  # the decode table, as in KERNELS.md
     assert "| DeepGEMM fp8 | 6 | 12.1 | 4177 | 97.2% |" in done.stdout
     assert "| our bf16 | 6 | 9.8 | 4032 | 93.8% |" in done.stdout
+
+
+def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
+    result = json.loads((REPO / "launchers/sglang/anchor_h200.json").read_text())
+    result["split_sweep"] = {
+        "points": [[524288, 64]],
+        "rows": [
+            {
+                "max_pages": 32,
+                "stages": 2,
+                "even_splits": False,
+                "programs": [16384],
+                "ms": [2.1722240447998047],
+            },
+            {"max_pages": 128, "stages": 2, "even_splits": True, "programs": [4096], "ms": [2.1]},
+        ],
+    }
+    saved = tmp_path / "anchor.json"
+    saved.write_text(json.dumps(result))
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"), "--from-json", str(saved)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| pages/program cap | stages | even splits | 524288x64 (DG 96.2%) |" in done.stdout
+    assert "| 32 | 2 | no | 2172.2, 93.4%, 16384 |" in done.stdout  # the table's own bf16 time
+    assert "| 128 | 2 | yes | 2100.0, 96.6%, 4096 |" in done.stdout
