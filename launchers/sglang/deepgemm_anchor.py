@@ -22,7 +22,7 @@ from launchers.sglang import kernel_bench as kb
 from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
-from launchers.sglang.kernels._logits_core import LogitsConfig, default_config
+from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, pages_per_program
 from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
@@ -200,6 +200,29 @@ def decode_row(
     return {k: ({"ms": v.ms, "gbs": v.gbs} if isinstance(v, kb.DecodeTiming) else v) for k, v in row.items()}
 
 
+# what each decode column moves per key: pool bytes + 4 logits bytes
+_KIND_OF_COLUMN = {"dg": "fp8", "fp8": "fp8", "bf16": "bf16"}
+
+
+def streaming_fit(decode_rows: list[dict], column: str, min_keys: int = 131072, min_batch: int = 16) -> dict:
+    """Least-squares `time = fixed + bytes / rate` over the large decode calls (from `min_keys` keys and
+    `min_batch` requests) of one column ("dg", "fp8" or "bf16"): splits a share of copy bandwidth into a
+    per-call cost and the rate at which the kernel streams once running. `{fixed_us, rate_gbs, r2, points}`."""
+    from scipy.stats import linregress
+
+    rows = [r for r in decode_rows if r["keys"] >= min_keys and r["batch"] >= min_batch]
+    if len(rows) < 2:
+        raise ValueError(f"a fit needs two decode calls from {min_keys} keys x {min_batch} requests")
+    per_key = layout.bytes_per_token(_KIND_OF_COLUMN[column]) + 4
+    fit = linregress([r["keys"] * r["batch"] * per_key for r in rows], [r[column]["ms"] / 1e3 for r in rows])
+    return {
+        "fixed_us": float(fit.intercept) * 1e6,
+        "rate_gbs": 1 / float(fit.slope) / 1e9,
+        "r2": float(fit.rvalue) ** 2,
+        "points": len(rows),
+    }
+
+
 def bf16_split_sweep(
     pool16: torch.Tensor,
     points: list[tuple[int, int]],
@@ -209,13 +232,31 @@ def bf16_split_sweep(
     device: torch.device,
 ) -> list[dict]:
     """bf16 decode at `points` with the tuned shape but other caps on pages per program (how finely a
-    large call is cut into programs) and pipeline depths: `[{max_pages, stages, ms: [per point]}]`."""
+    large call is cut into programs), pipeline depths and even or capped splits:
+    `[{max_pages, stages, even_splits, programs: [per point], ms: [per point]}]`. Where even splits do
+    not change the grid the row repeats the uneven one: the pair shows the run's timing noise."""
     rows = []
     for n_stages in stages:
         for cap in caps:
-            cfg = dataclasses.replace(base, max_pages_per_program=cap, num_stages=n_stages)
-            times = [kb.time_decode("bf16", pool16, k, b, cfg, device).ms for k, b in points]
-            rows.append({"max_pages": cap, "stages": n_stages, "ms": times})
+            for even in (False, True):
+                cfg = dataclasses.replace(
+                    base, max_pages_per_program=cap, num_stages=n_stages, even_splits=even
+                )
+                programs, times = [], []
+                for keys, batch in points:
+                    pages = keys // INDEX_PAGE_SIZE
+                    per_program = pages_per_program(pages, batch, False, cfg, device)
+                    programs.append(batch * -(-pages // per_program))
+                    times.append(kb.time_decode("bf16", pool16, keys, batch, cfg, device).ms)
+                rows.append(
+                    {
+                        "max_pages": cap,
+                        "stages": n_stages,
+                        "even_splits": even,
+                        "programs": programs,
+                        "ms": times,
+                    }
+                )
     return rows
 
 

@@ -1,6 +1,7 @@
 """Anchor: this project's bf16 / fp8 index-K kernels against SGLang's production fp8 kernels (DeepGEMM).
 
     python tests/benchmarks/bench_deepgemm_anchor.py [--md anchor.md] [--json anchor.json]
+    python tests/benchmarks/bench_deepgemm_anchor.py --from-json anchor.json   # re-render, no GPU
 
 Needs a Hopper GPU and an importable `deep_gemm` (SGLang 0.5.23 pins sgl-deep-gemm==0.2.3.post2); where
 it does not import, prints one SKIP line saying why and exits 0. On identical inputs (one fp8 pool, a bf16
@@ -11,6 +12,8 @@ pool of the same keys, the same page tables, q and weights) it prints:
   bandwidth measured in the same run for DeepGEMM fp8, our fp8 and our bf16, and bf16/DeepGEMM time per
   key; where our bf16's share of copy bandwidth is below DeepGEMM's from 128K keys, the best bf16 launch
   shape of validate_on_gpu's candidates at that point;
+- the large decode calls (from 128K keys x 16 requests) fitted as `time = fixed + bytes / rate` per
+  kernel: whether a gap in share of copy bandwidth is a per-call cost or a slower stream;
 - prefill (causal, keys = tokens / 4): ms of each, DeepGEMM's on keys gathered out of the pool as
   SGLang gathers them (the gather's own time beside it).
 """
@@ -71,6 +74,10 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
     bf16_cfg = default_config("bf16", False)
     if args.bf16_max_pages is not None:
         bf16_cfg = dataclasses.replace(bf16_cfg, max_pages_per_program=args.bf16_max_pages)
+    if args.bf16_stages is not None:
+        bf16_cfg = dataclasses.replace(bf16_cfg, num_stages=args.bf16_stages)
+    if args.bf16_even_splits:
+        bf16_cfg = dataclasses.replace(bf16_cfg, even_splits=True)
     result["bf16_decode_config"] = dataclasses.asdict(bf16_cfg)
     result["decode"] = []
     for keys in args.keys:
@@ -92,7 +99,9 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
         result["split_sweep"]["rows"] = rows
         progress(
             "bf16 split sweep: "
-            + "; ".join(f"cap {r['max_pages']} st {r['stages']}: {r['ms']}" for r in rows)
+            + "; ".join(
+                f"cap {r['max_pages']} st {r['stages']} even {r['even_splits']}: {r['ms']}" for r in rows
+            )
         )
     del pools
     torch.cuda.empty_cache()
@@ -116,11 +125,47 @@ def _ms(result: dict, keys: int, batch: int, kind: str) -> float:
     return _row(result, keys, batch)[kind]["ms"]
 
 
-def _fmt_bf16(cfg: dict) -> str:
+def _fmt_bf16(cfg: dict | None) -> str:
+    if cfg is None:  # saved by the benchmark's first version: the tuned shape of then
+        return "the tuned shape (not recorded in this JSON)"
     return (
         f"warps={cfg['num_warps']} stages={cfg['num_stages']} programs/SM={cfg['programs_per_sm']} "
-        f"pages/program <= {cfg['max_pages_per_program']}" + (" pdl" if cfg["pdl"] else "")
+        f"pages/program <= {cfg['max_pages_per_program']}"
+        + (" even splits" if cfg.get("even_splits") else "")
+        + (" pdl" if cfg["pdl"] else "")
     )
+
+
+def _render_fit(result: dict) -> list[str]:
+    copy = result["copy_gbs"]
+    try:
+        fits = {col: da.streaming_fit(result["decode"], col) for col in ("dg", "fp8", "bf16")}
+    except ValueError:  # too few large calls in this run
+        return []
+    out = [
+        "",
+        "Large calls (from 128K keys x 16 requests) fitted as time = fixed + bytes / rate (least squares): "
+        "the fixed part is paid once per call, the rate is how fast the kernel streams once running.",
+        "",
+        "| kernel | calls | fixed us | streaming GB/s | % of copy | r^2 |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {"dg": "DeepGEMM fp8", "fp8": "our fp8", "bf16": "our bf16"}
+    for col, f in fits.items():
+        out.append(
+            f"| {names[col]} | {f['points']} | {f['fixed_us']:.1f} | {f['rate_gbs']:.0f} | "
+            f"{100 * f['rate_gbs'] / copy:.1f}% | {f['r2']:.5f} |"
+        )
+    return out
+
+
+def load_result(path: Path) -> dict:
+    """A result saved with --json (JSON turns the top-k keys of the overlap dicts into strings)."""
+    result = json.loads(path.read_text())
+    for check in result["checks"]:
+        for field in ("overlap", "overlap_min"):
+            check[field] = {int(k): v for k, v in check[field].items()}
+    return result
 
 
 def render(result: dict) -> str:
@@ -155,7 +200,7 @@ def render(result: dict) -> str:
         "",
         "Bytes = keys x (pool bytes per token + 4 logits bytes): 136 for fp8, 260 for bf16. DeepGEMM's "
         "schedule is made once outside the graph (SGLang makes it once per step for all layers). Our "
-        f"bf16 launch shape: {_fmt_bf16(result['bf16_decode_config'])}.",
+        f"bf16 launch shape: {_fmt_bf16(result.get('bf16_decode_config'))}.",
         "",
         "| keys | batch | DeepGEMM fp8 us | GB/s | % of copy | our fp8 us | % of copy | our bf16 us | GB/s | "
         "% of copy | bf16 / DeepGEMM time per key | our fp8 / DeepGEMM |",
@@ -168,26 +213,31 @@ def render(result: dict) -> str:
             f"{f['ms'] * 1e3:.1f} | {100 * f['gbs'] / copy:.0f}% | {b['ms'] * 1e3:.1f} | {b['gbs']:.0f} | "
             f"{100 * b['gbs'] / copy:.0f}% | {b['ms'] / d['ms']:.2f} | {f['ms'] / d['ms']:.2f} |"
         )
-    sweep = result["split_sweep"]
+    out += _render_fit(result)
+    sweep = result.get("split_sweep") or {"rows": []}
     if sweep["rows"]:
         points = [tuple(p) for p in sweep["points"]]
         out += [
             "",
             "Where our bf16's share of copy bandwidth is below DeepGEMM's (from 128K keys): bf16 with other caps on "
-            "pages per program (how finely a large call is cut into programs) and pipeline depths, same run. "
-            "Cells: us, then % of copy bandwidth (DeepGEMM's at that point in the header).",
+            "pages per program (how finely a large call is cut into programs), pipeline depths and even splits "
+            "(the same number of splits, of equal length), same run. Cells: us, % of copy bandwidth, programs "
+            "in the grid (DeepGEMM's share at that point in the header). Where even splits leave the grid as "
+            "it was, the pair of rows times the same kernel twice: their difference is the timing noise.",
             "",
-            "| pages/program cap | stages | "
-            + " | ".join(f"{k}x{b} (DG {100 * _gbs(result, k, b, 'dg') / copy:.0f}%)" for k, b in points)
+            "| pages/program cap | stages | even splits | "
+            + " | ".join(f"{k}x{b} (DG {100 * _gbs(result, k, b, 'dg') / copy:.1f}%)" for k, b in points)
             + " |",
-            "|---|---|" + "---|" * len(points),
+            "|---|---|---|" + "---|" * len(points),
         ]
         for r in sweep["rows"]:
             cells = [
-                f"{ms * 1e3:.1f}, {100 * _gbs(result, k, b, 'bf16') * _ms(result, k, b, 'bf16') / ms / copy:.0f}%"
-                for (k, b), ms in zip(points, r["ms"], strict=True)
+                f"{ms * 1e3:.1f}, {100 * _gbs(result, k, b, 'bf16') * _ms(result, k, b, 'bf16') / ms / copy:.1f}%, "
+                f"{n}"
+                for (k, b), ms, n in zip(points, r["ms"], r["programs"], strict=True)
             ]
-            out.append(f"| {r['max_pages']} | {r['stages']} | " + " | ".join(cells) + " |")
+            even = "yes" if r["even_splits"] else "no"
+            out.append(f"| {r['max_pages']} | {r['stages']} | {even} | " + " | ".join(cells) + " |")
     out += [
         "",
         "### Prefill: one request, causal, keys = tokens / 4",
@@ -219,9 +269,24 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="time bf16 decode with this cap on pages per program (default: tuned)",
     )
+    parser.add_argument(
+        "--bf16-stages", type=int, help="time bf16 decode with this pipeline depth (default: tuned)"
+    )
+    parser.add_argument(
+        "--bf16-even-splits", action="store_true", help="time bf16 decode with splits of equal length"
+    )
+    parser.add_argument(
+        "--from-json", type=Path, help="re-render the tables of a run saved with --json (no GPU needed)"
+    )
     parser.add_argument("--md", type=Path, help="write the markdown section here")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
+    if args.from_json:
+        text = render(load_result(args.from_json))
+        print(text)
+        if args.md:
+            args.md.write_text(text)
+        return 0
     dg, why = da.load_deep_gemm()
     if dg is None:
         print(f"SKIP: {why}. Install DeepGEMM for this torch to run the anchor.")

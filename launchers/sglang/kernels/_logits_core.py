@@ -162,6 +162,9 @@ class LogitsConfig:
     keys_as_rows: bool = False
     programs_per_sm: int = 8  # split key ranges until about this many programs per SM ...
     max_pages_per_program: int = 32  # ... and, in decode, until no program walks more pages than this
+    # same number of splits, but of equal length (a cap that does not divide the pages leaves a short
+    # last split per request, so the grid ends on a ragged wave)
+    even_splits: bool = False
     # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
     pdl: bool = False
     stream_keys: bool = False  # evict-first hint on key loads
@@ -205,13 +208,18 @@ def pages_per_program(
     max_pages: int, programs_without_split: int, ragged: bool, config: LogitsConfig, device: torch.device
 ) -> int:
     """How many pages one program walks: enough programs to fill the GPU several times over (short
-    tails), in whole iterations; decode also caps it so a large batch is cut into many small programs."""
+    tails), in whole iterations; decode also caps it so a large batch is cut into many small programs;
+    with `even_splits` the same number of splits share the pages evenly."""
     wanted = config.programs_per_sm * _num_sms(device)
     per_program = triton.cdiv(max_pages * programs_without_split, wanted)
     if not ragged:
         per_program = min(per_program, config.max_pages_per_program)
     step = config.pages_per_iter
-    return min(max(step, triton.cdiv(per_program, step) * step), triton.cdiv(max_pages, step) * step)
+    per_program = min(max(step, triton.cdiv(per_program, step) * step), triton.cdiv(max_pages, step) * step)
+    if config.even_splits:
+        splits = triton.cdiv(max_pages, per_program)
+        per_program = triton.cdiv(triton.cdiv(max_pages, splits), step) * step
+    return per_program
 
 
 def launch(

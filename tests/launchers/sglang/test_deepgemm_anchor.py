@@ -6,6 +6,7 @@ DeepGEMM itself runs only in test_deepgemm_anchor_gpu.py (Hopper, `deep_gemm` im
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,64 @@ def test_benchmark_skips_with_one_line_without_deep_gemm() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("SKIP: deep_gemm does not import")
     assert done.stdout.count("\n") == 1
+
+
+def _decode_row(keys: int, batch: int, fixed_s: float, rate_gbs: dict[str, float]) -> dict:
+    row: dict = {"keys": keys, "batch": batch}
+    for col, kind in (("dg", "fp8"), ("fp8", "fp8"), ("bf16", "bf16")):
+        moved = keys * batch * (layout.bytes_per_token(kind) + 4)
+        row[col] = {"ms": (fixed_s + moved / (rate_gbs[col] * 1e9)) * 1e3}
+    return row
+
+
+def test_streaming_fit_splits_a_per_call_cost_from_the_stream_rate() -> None:
+    rates = {"dg": 4200.0, "fp8": 3600.0, "bf16": 4000.0}
+    rows = [_decode_row(k, b, 12e-6, rates) for k in (4096, 131072, 524288) for b in (1, 16, 64)]
+    rows[0]["bf16"]["ms"] = 1.0  # a short call is left out of the fit: it would pull it far off
+    for col, rate in rates.items():
+        fit = da.streaming_fit(rows, col)
+        assert fit["points"] == 4  # 128K and 512K keys x 16 and 64 requests
+        assert fit["fixed_us"] == pytest.approx(12.0, rel=1e-6)
+        assert fit["rate_gbs"] == pytest.approx(rate, rel=1e-9)
+        assert fit["r2"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="needs two decode calls"):
+        da.streaming_fit(rows[:3], "bf16")
+
+
+def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
+         "--from-json", str(REPO / "launchers/sglang/anchor_h200.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| 524288 | 64 | 1103.2 | 4137 | 96% |" in done.stdout  # the decode table, as in KERNELS.md
+    assert "| DeepGEMM fp8 | 6 | 12.1 | 4177 | 97.2% |" in done.stdout
+    assert "| our bf16 | 6 | 9.8 | 4032 | 93.8% |" in done.stdout
+
+
+def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
+    result = json.loads((REPO / "launchers/sglang/anchor_h200.json").read_text())
+    result["split_sweep"] = {
+        "points": [[524288, 64]],
+        "rows": [
+            {
+                "max_pages": 32,
+                "stages": 2,
+                "even_splits": False,
+                "programs": [16384],
+                "ms": [2.1722240447998047],
+            },
+            {"max_pages": 128, "stages": 2, "even_splits": True, "programs": [4096], "ms": [2.1]},
+        ],
+    }
+    saved = tmp_path / "anchor.json"
+    saved.write_text(json.dumps(result))
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"), "--from-json", str(saved)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| pages/program cap | stages | even splits | 524288x64 (DG 96.2%) |" in done.stdout
+    assert "| 32 | 2 | no | 2172.2, 93.4%, 16384 |" in done.stdout  # the table's own bf16 time
+    assert "| 128 | 2 | yes | 2100.0, 96.6%, 4096 |" in done.stdout

@@ -12,7 +12,7 @@ import torch
 from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
-from launchers.sglang.kernels._logits_core import LogitsConfig
+from launchers.sglang.kernels._logits_core import LogitsConfig, pages_per_program
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 from launchers.sglang.kernels.store import store_index_k
@@ -108,6 +108,36 @@ def test_paged_logits(kind: str, config: LogitsConfig) -> None:
     assert check.all_written
     assert check.rel_err_vs_stored < KERNEL_ONLY_LIMIT[kind]
     assert check.rel_err_vs_fp32 < (1e-2 if kind == "bf16" else 8e-2)
+
+
+def test_even_splits_share_the_pages_of_the_same_grid() -> None:
+    """44 pages over 5 requests, 16 programs wanted (2 SMs here, 8 per SM): capped splits of 14, 14, 14
+    and 2 pages become four of 11; a split never walks more pages than before, and no split is empty."""
+    capped = LogitsConfig(keys_as_rows=True)
+    even = LogitsConfig(keys_as_rows=True, even_splits=True)
+    cpu = torch.device("cpu")
+    assert pages_per_program(44, 5, False, capped, cpu) == 14
+    assert pages_per_program(44, 5, False, even, cpu) == 11
+    for pages in range(1, 300):
+        for step in (1, 2, 4):
+            for cap in (3, 32, 1024):
+                c = LogitsConfig(pages_per_iter=step, max_pages_per_program=cap)
+                e = LogitsConfig(pages_per_iter=step, max_pages_per_program=cap, even_splits=True)
+                before, after = (
+                    pages_per_program(pages, 3, False, c, cpu),
+                    pages_per_program(pages, 3, False, e, cpu),
+                )
+                assert after <= before and after % step == 0
+                assert -(-pages // after) == -(-pages // before)  # the same grid
+                assert (-(-pages // after) - 1) * after < pages  # the last split is not empty
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_paged_logits_with_even_splits(kind: str) -> None:
+    config = LogitsConfig(keys_as_rows=True, even_splits=True)
+    check = kc.check_paged(kind, [300, 64, 1, 129, 700], 16, (64,), 5, DEVICE, config)
+    assert check.all_written
+    assert check.rel_err_vs_stored < KERNEL_ONLY_LIMIT[kind]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
