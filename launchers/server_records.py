@@ -6,9 +6,9 @@ was itself killed, a machine under memory pressure) and report it, or stop it on
 Only what identifies the process is stored: name, pid/process group, port, start time. No argv and no
 environment (they can hold keys).
 
-A group is a leftover when a process of it is still alive and that process started no earlier than
-the record (a reused pid of an unrelated later process would have started later than its record,
-but is only matched if it also sits in a process group with the recorded id: both must line up).
+A group is a leftover when a process of it is still alive and started no earlier than the record.
+(A later, unrelated process group that happens to get the same id would also match: that needs a
+new session or group leader with exactly the recorded pid, and `runs` shows what it would stop.)
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ def add_record(run_dir: Path, record: ServerRecord) -> None:
 
 def live_members(record: ServerRecord) -> list[psutil.Process]:
     """Processes still alive in the record's process group that started after the record was made."""
+    try:
+        os.killpg(record.pid, 0)  # no such group (the common case): no process scan needed
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
     members = []
     for proc in psutil.process_iter(["status", "create_time"]):
         try:
