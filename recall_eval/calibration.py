@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recall_eval.errors import BadInput, UserError
+from recall_eval.errors import UserError
 from recall_eval.tokenization import TokenCounter
 from recall_eval.types import Case, CaseRecipe, ChatMessage, ShrinkableRecipe
 
@@ -89,8 +89,9 @@ class CalibrationCache:
         self.entries[key] = value
 
 
-class TargetTooShort(BadInput):
-    """A target length below what the recipe's prompt takes with no filler at all."""
+class TargetTooShort(Exception):
+    """A target length below what the recipe's prompt takes with no filler at all (caught inside
+    calibrate_one: a smaller form is tried, else the case is not_applicable)."""
 
     def __init__(self, message: str, bare_tokens: int):
         super().__init__(message)
