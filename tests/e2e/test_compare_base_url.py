@@ -188,7 +188,12 @@ def two_reference_servers(tmp_path: Path) -> Iterator[list[str]]:
 
 
 def results_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    path = run_dir / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def stored_runs() -> list[Path]:
+    return run_dirs() if runs_home().is_dir() else []
 
 
 def test_live_servers_take_turns_case_by_case(two_reference_servers: list[str]) -> None:
@@ -222,3 +227,49 @@ def test_live_servers_take_turns_case_by_case(two_reference_servers: list[str]) 
     sign = ttft.find_all("td", cls="sign-test")[0].attrs
     assert int(sign["data-better"]) + int(sign["data-worse"]) > 0 and 0.0 <= float(sign["data-p"]) <= 1.0
     assert compare["numbers"]["pairs"][0]["interleaved"] is True
+
+
+def test_ctrl_c_interrupts_both_runs_and_a_rerun_resumes_them_interleaved(
+    two_reference_servers: list[str],
+) -> None:
+    url_a, url_b = two_reference_servers
+    grid = ["--lengths", "338,700,1000", "--depths", "0,50,100", "--trials", "2", "--max-tokens", "4"]
+    args = ("compare", "A", "B", "--base-url", url_a, "--base-url", url_b, *grid)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    argv = [sys.executable, "-c", "from recall_eval.cli import main; main()", *args]
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (len(dirs := stored_runs()) == 2 and min(len(results_of(d)) for d in dirs) >= 2):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no results within 240 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "interrupted in variant A" in stderr
+    urls = [url_a, url_b]
+    dirs.sort(key=lambda d: urls.index(json.loads((d / "run.json").read_text())["profile"]["base_url"]))
+    for run_dir in dirs:
+        run = json.loads((run_dir / "run.json").read_text())
+        assert (run["status"], run["note"], run["interleaved"]) == ("interrupted", "stopped by Ctrl-C", True)
+    cut = {d: len(results_of(d)) for d in dirs}
+    assert all(0 < count < 18 for count in cut.values())
+
+    done = recall_eval(*args, timeout=420)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for label, run_dir in zip(("A", "B"), dirs, strict=True):
+        assert f"{label}: resuming run {run_dir.name}" in done.stderr
+        run = json.loads((run_dir / "run.json").read_text())
+        assert (run["status"], run["interleaved"]) == ("finished", True)
+        case_ids = [r["case_id"] for r in results_of(run_dir)]
+        assert len(case_ids) == len(set(case_ids)) == 18  # the cases stored before were not sent again
+    assert run_dirs() == dirs
+    html = Path(done.stdout.strip().splitlines()[-1])
+    assert json.loads((html.parent / "compare.json").read_text())["interleaved"] is True
