@@ -225,6 +225,11 @@ def obtain_live_runs(
     matches = [matching_runs(p) if reuse else [] for p in planned]
     records: list[RunRecord | None] = [reused_run(p, m, hooks) for p, m in zip(planned, matches, strict=True)]
     todo = [i for i, record in enumerate(records) if record is None]
+    # a variant with an earlier one's spec and target (one server, two labels) reuses its run, once run
+    copies = [
+        i for n, i in enumerate(todo) if reuse and any(_same_run(planned[i], planned[j]) for j in todo[:n])
+    ]
+    todo = [i for i in todo if i not in copies]
     for i in todo:
         check_target(planned[i].profile, request or RequestOptions())
     stores = [opened_store(planned[i], matches[i], hooks) for i in todo]
@@ -237,7 +242,14 @@ def obtain_live_runs(
         ]
     for i, record in zip(todo, done, strict=True):
         records[i] = record
+    for i in copies:
+        records[i] = reused_run(planned[i], matching_runs(planned[i]), hooks)
+    assert all(record is not None for record in records)  # a failed run raised above
     return [record for record in records if record is not None]
+
+
+def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
+    return _same_spec(a.spec, b.spec) and target_key(a.profile) == target_key(b.profile)
 
 
 def all_live(planned: Sequence[PlannedVariant]) -> bool:
@@ -306,7 +318,8 @@ def compare(
     """Compare server variants on identical cases; returns the compare directory and each variant's run.
 
     `variants`: profile overrides ("fp8", "bf16", "topk=1024", "fp8,topk=1024"), a profile name, or
-    both ("dsv4-flash:bf16,topk=1024"); with base_urls, free labels of the running servers. Options as
+    both ("dsv4-flash:bf16,topk=1024"); with base_urls, free labels of the running servers, whose runs
+    then go at once with their requests interleaved case by case (compare.json's `interleaved`). Options as
     in `sweep` (a CompareOptions, flat keywords, or both). `command` is recorded in compare.json
     (default: the equivalent `recall-eval compare` line). Raises like `sweep`; RunStopped and
     RunInterrupted carry the variant's label.
