@@ -273,3 +273,21 @@ def test_ctrl_c_interrupts_both_runs_and_a_rerun_resumes_them_interleaved(
     assert run_dirs() == dirs
     html = Path(done.stdout.strip().splitlines()[-1])
     assert json.loads((html.parent / "compare.json").read_text())["interleaved"] is True
+
+
+def test_a_variant_that_fails_stops_the_other_and_each_run_says_how_it_ended(
+    two_servers: list[str],
+) -> None:
+    # --capture-indexer needs SGLang's /generate, which the tiny server lacks: variant A fails while it
+    # is prepared, so B, which would have run beside it, stops too.
+    url_a, url_b = two_servers
+    args = ("compare", "A", "B", "--base-url", url_a, "--base-url", url_b, "--capture-indexer", *GRID)
+    done = recall_eval(*args)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: variant 'A': "), done.stderr
+    runs = {(run := json.loads((d / "run.json").read_text()))["profile"]["base_url"]: run for d in run_dirs()}
+    assert runs[url_a]["status"] == "failed" and runs[url_a]["note"]
+    assert (runs[url_b]["status"], runs[url_b]["note"]) == (
+        "interrupted",
+        "stopped with variant A, which failed",
+    )
