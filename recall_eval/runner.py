@@ -11,6 +11,9 @@ and log line in Result.error); the server is relaunched (bounded retries with ba
 run.json) and the sweep goes on. After `max_consecutive_deaths` deaths with no live answer in
 between, the sweep stops with SweepStopped.
 
+Runners running at once (an interleaved compare) share recall_eval.turns: their requests start in
+turn, case by case, so both variants meet the same machine state.
+
 The event loop only awaits: results are appended and fsynced by one writer thread (in finishing
 order; a case counts as done once its line is on disk), death checks (a process scan and a log read)
 and relaunches run in threads, so the timings of the requests in flight stay true.
@@ -30,6 +33,7 @@ from recall_eval.errors import UserError
 from recall_eval.indexer_client import IndexerCapture
 from recall_eval.scoring import score_completion
 from recall_eval.store import RunStore
+from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
 
 
@@ -93,6 +97,7 @@ class Runner:
         hooks: RunnerHooks | None = None,
         capture: IndexerCapture | None = None,
         replicas: Sequence[Replica] | None = None,
+        turns: LaneTurns | None = None,
     ):
         self.store = store
         self.client = client
@@ -102,6 +107,7 @@ class Runner:
         self.handle = handle
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
+        self.turns = turns  # runners running at once (interleaved compare): requests start in turn
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
         done = self.store.final_case_ids(retry=self.settings.retry)
@@ -118,11 +124,15 @@ class Runner:
         appended = 0
         loop = asyncio.get_running_loop()
         writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results-writer")
+        if self.turns is not None:
+            await self.turns.join([case.id for case in todo])
 
         async def worker(replica: Replica) -> None:
             nonlocal appended
             while not queue.empty():
                 case = queue.get_nowait()
+                if self.turns is not None:
+                    await self.turns.take(case.id)
                 result, died_on = await self._run_case(case, state, replica.client)
                 await loop.run_in_executor(writer, self.store.append_result, result)
                 appended += 1
@@ -136,7 +146,7 @@ class Runner:
                     for _ in range(max(1, replica.concurrency)):
                         group.create_task(worker(replica))
         except BaseExceptionGroup as group:
-            raise _first_leaf(group) from None
+            raise first_leaf(group) from None
         finally:
             writer.shutdown(wait=True)  # lines already handed to the writer reach the disk
             if state.death_check is not None:
@@ -305,7 +315,7 @@ class Runner:
         )
 
 
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+def first_leaf(group: BaseExceptionGroup) -> BaseException:
     """The first real error inside a (nested) exception group, for a one-line report."""
     first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+    return first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -303,8 +303,9 @@ def _plain(value: Any) -> Any:
 def pair_frame(
     a_run: VariantRun, b_run: VariantRun, a: VariantFrame, b: VariantFrame, interleaved: bool = False
 ) -> PairFrame:
-    """B against A; interleaved (from compare.json, or both run.json files) allows a paired speed test."""
-    interleaved = interleaved or (a_run.run.interleaved and b_run.run.interleaved)
+    """B against A; interleaved (compare.json's word: these two runs' requests took turns with each
+    other) allows a paired speed test. Both run.json files saying interleaved is not enough: each may
+    have been interleaved with some other run."""
     return PairFrame(
         a=a,
         b=b,

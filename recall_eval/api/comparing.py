@@ -3,8 +3,10 @@
 Each variant is a set of profile overrides or a profile name (recall_eval.variants has the syntax);
 with base_urls given (one per variant), the variants are labels for running servers, matched by order.
 Every variant gets the same RunSpec apart from its label, so the same seed gives the same cases (the
-same case ids; lengths are calibrated to each server's tokenizer). Servers start one after another,
-each stopped before the next starts.
+same case ids; lengths are calibrated to each server's tokenizer). Servers to launch start one after
+another, each stopped before the next starts, and their runs are marked not interleaved; when every
+variant is a running server, the runs go at once with their requests interleaved
+(recall_eval.api.interleaving), so the report may test their speeds as pairs.
 
 Reuse policy: a finished run with an identical spec (label aside) and target is reused; an interrupted
 or failed one is resumed; otherwise the variant runs from scratch. The compare directory,
@@ -26,6 +28,7 @@ from typing import Any
 
 from recall_eval.api.execute import reuse_key_of, run_versions
 from recall_eval.api.hooks import Hooks
+from recall_eval.api.interleaving import execute_interleaved
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
 from recall_eval.api.sweeping import (
@@ -167,38 +170,103 @@ def plan_variants(
     ]
 
 
+def reused_run(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hooks) -> RunRecord | None:
+    """The latest finished match, its report rendered if missing; None when there is none."""
+    finished = [store for store in matches if store.run.status == "finished"]
+    if not finished:
+        return None
+    store = finished[-1]
+    hooks.note(f"{planned.label}: reusing run {store.run.run_id} ({store.path})")
+    if not (store.path / "report.html").is_file():
+        import reports
+
+        reports.render_report(store.path)
+    return RunRecord.from_store(store, reused=True)
+
+
+def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hooks) -> RunStore:
+    """The latest interrupted or failed match, reopened, else a new run directory."""
+    resumable = [store for store in matches if store.run.status in _RESUMABLE]
+    if resumable:
+        store = resumable[-1]
+        hooks.note(f"{planned.label}: resuming run {store.run.run_id} ({store.path})")
+        store.write_run(store.run.model_copy(update={"status": "running", "note": None}))
+        return store
+    run = Run(
+        run_id=new_run_id(planned.spec),
+        spec=planned.spec,
+        profile=planned.profile,
+        versions=run_versions(planned.spec),
+        created_at=time.time(),
+    )
+    store = RunStore.create(run, runs_home())
+    hooks.note(f"{planned.label}: run {run.run_id} -> {store.path}")
+    return store
+
+
 def obtain_run(
     planned: PlannedVariant, hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
 ) -> RunRecord:
     """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
-    label = planned.label
     matches = matching_runs(planned) if reuse else []
-    finished = [store for store in matches if store.run.status == "finished"]
-    if finished:
-        store = finished[-1]
-        hooks.note(f"{label}: reusing run {store.run.run_id} ({store.path})")
-        if not (store.path / "report.html").is_file():
-            import reports
-
-            reports.render_report(store.path)
-        return RunRecord.from_store(store, reused=True)
+    reused = reused_run(planned, matches, hooks)
+    if reused is not None:
+        return reused
     check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
-    resumable = [store for store in matches if store.run.status in _RESUMABLE]
-    if resumable:
-        store = resumable[-1]
-        hooks.note(f"{label}: resuming run {store.run.run_id} ({store.path})")
-        store.write_run(store.run.model_copy(update={"status": "running", "note": None}))
+    return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request)
+
+
+def obtain_live_runs(
+    planned: Sequence[PlannedVariant], hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
+) -> list[RunRecord]:
+    """Every variant's finished run when all are running servers: finished runs reused, every other
+    server checked before any run directory is opened, then the runs still to do go at once, their
+    requests interleaved (one left alone runs by itself, marked not interleaved)."""
+    matches = [matching_runs(p) if reuse else [] for p in planned]
+    records: list[RunRecord | None] = [reused_run(p, m, hooks) for p, m in zip(planned, matches, strict=True)]
+    todo = [i for i, record in enumerate(records) if record is None]
+    # a variant with an earlier one's spec and target (one server, two labels) reuses its run, once run
+    copies = [
+        i for n, i in enumerate(todo) if reuse and any(_same_run(planned[i], planned[j]) for j in todo[:n])
+    ]
+    todo = [i for i in todo if i not in copies]
+    for i in todo:
+        check_target(planned[i].profile, request or RequestOptions())
+    stores = [opened_store(planned[i], matches[i], hooks) for i in todo]
+    profiles = [planned[i].profile for i in todo]
+    if len(todo) > 1:
+        done = execute_interleaved(stores, profiles, hooks, request)
     else:
-        run = Run(
-            run_id=new_run_id(planned.spec),
-            spec=planned.spec,
-            profile=planned.profile,
-            versions=run_versions(planned.spec),
-            created_at=time.time(),
-        )
-        store = RunStore.create(run, runs_home())
-        hooks.note(f"{label}: run {run.run_id} -> {store.path}")
-    return execute(store, planned.profile, hooks, request)
+        done = [
+            execute(store, profile, hooks, request) for store, profile in zip(stores, profiles, strict=True)
+        ]
+    for i, record in zip(todo, done, strict=True):
+        records[i] = record
+    for i in copies:
+        records[i] = reused_run(planned[i], matching_runs(planned[i]), hooks)
+    assert all(record is not None for record in records)  # a failed run raised above
+    return [record for record in records if record is not None]
+
+
+def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
+    return _same_spec(a.spec, b.spec) and target_key(a.profile) == target_key(b.profile)
+
+
+def all_live(planned: Sequence[PlannedVariant]) -> bool:
+    """Every variant is a running server (nothing to launch): their requests can be interleaved."""
+    return all(p.profile.engine == "external" for p in planned)
+
+
+def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | None) -> bool:
+    """Were the compared runs' requests interleaved with each other? Runs made in this compare: when
+    each run.json says so (every case sent interleaved). A reused run was made before, maybe beside
+    another run: only when this compare's last manifest said so of these same runs (`previous`: its
+    run directories, when it said interleaved)."""
+    if not all(run.run.interleaved for run in runs):
+        return False
+    if not any(run.reused for run in runs):
+        return True
+    return previous is not None and list(previous) == [str(run.path.resolve()) for run in runs]
 
 
 def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
@@ -209,16 +277,22 @@ def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecor
         CompareVariant,
         read_manifest,
         relative_run_dir,
+        run_dir_of,
         write_compare,
     )
 
     compare_dir = runs_home() / f"compare-{compare_id(planned)}"
     created_at = time.time()
+    previous: list[str] | None = None  # the run dirs that the last manifest said were interleaved
     if (compare_dir / COMPARE_FILE).is_file():
         try:
-            created_at = read_manifest(compare_dir).created_at
+            last = read_manifest(compare_dir)
         except UserError:
             pass  # a broken compare.json is rewritten below
+        else:
+            created_at = last.created_at
+            if last.interleaved:
+                previous = [str(run_dir_of(compare_dir, v).resolve()) for v in last.variants]
     manifest = CompareManifest(
         compare_id=compare_dir.name,
         created_at=created_at,
@@ -227,6 +301,7 @@ def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecor
             CompareVariant(label=p.label, run_dir=relative_run_dir(compare_dir, run.path), reused=run.reused)
             for p, run in zip(planned, runs, strict=True)
         ),
+        interleaved=compare_interleaved(runs, previous),
     )
     return write_compare(compare_dir, manifest)
 
@@ -243,7 +318,8 @@ def compare(
     """Compare server variants on identical cases; returns the compare directory and each variant's run.
 
     `variants`: profile overrides ("fp8", "bf16", "topk=1024", "fp8,topk=1024"), a profile name, or
-    both ("dsv4-flash:bf16,topk=1024"); with base_urls, free labels of the running servers. Options as
+    both ("dsv4-flash:bf16,topk=1024"); with base_urls, free labels of the running servers, whose runs
+    then go at once with their requests interleaved case by case (compare.json's `interleaved`). Options as
     in `sweep` (a CompareOptions, flat keywords, or both). `command` is recorded in compare.json
     (default: the equivalent `recall-eval compare` line). Raises like `sweep`; RunStopped and
     RunInterrupted carry the variant's label.
@@ -264,7 +340,11 @@ def compare(
             budget_given=options.grid.max_tokens is not None,
         )
     ]
-    runs = [obtain_run(p, hooks, options.request, reuse=not options.rerun) for p in planned]
+    reuse = not options.rerun
+    if all_live(planned):
+        runs = obtain_live_runs(planned, hooks, options.request, reuse)
+    else:  # servers to launch: one at a time (each stopped before the next starts; memory)
+        runs = [obtain_run(p, hooks, options.request, reuse) for p in planned]
     # compare.json keeps the command line: with the key masked (it may have been typed in it)
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))

@@ -7,17 +7,17 @@ import asyncio
 import dataclasses
 import platform
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
 import suites
-from recall_eval.api.hooks import Hooks
+from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
@@ -129,7 +129,6 @@ def run_recorded(
     The key and headers of `request` (see request_auth) go on every request; a launched profile that
     starts its server with --api-key supplies its own. Secrets are masked in everything the store
     writes and in the error raised."""
-    label = store.run.spec.variant
     auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
     try:
@@ -139,22 +138,36 @@ def run_recorded(
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers)
                 store.redactor = Redactor(auth.secrets())
             asyncio.run(run_sweep(store, target, hooks, auth, retry))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as err:
+        raise_recorded(store, err)
+    finish_run(store, "finished")
+
+
+def recorded_stop(store: RunStore, err: BaseException) -> BaseException:
+    """Record in run.json how the run ended after `err`; returns what to raise: RunInterrupted after
+    Ctrl-C, RunStopped for a stopped sweep or a UserError (secrets masked), else `err` itself."""
+    label = store.run.spec.variant
+    if isinstance(err, KeyboardInterrupt):
         finish_run(store, "interrupted", "stopped by Ctrl-C")
-        raise RunInterrupted(store.path, label) from None
-    except SweepStopped as err:
+        return RunInterrupted(store.path, label)
+    if isinstance(err, SweepStopped):
         finish_run(store, "failed", str(err))
-        raise RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True) from err
-    except UserError as err:
+        return RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True)
+    if isinstance(err, UserError):
         finish_run(store, "failed", str(err))
         masked = store.redactor.text(str(err))
         if masked != str(err):
             err = BadInput(masked) if isinstance(err, BadInput) else UserError(masked, err.exit_code)
-        raise RunStopped(err, store.path, label, gave_up=False) from err
-    except Exception as err:
-        finish_run(store, "failed", f"{type(err).__name__}: {err}")
-        raise
-    finish_run(store, "finished")
+        return RunStopped(err, store.path, label, gave_up=False)
+    finish_run(store, "failed", f"{type(err).__name__}: {err}")
+    return err
+
+
+def raise_recorded(store: RunStore, err: BaseException) -> NoReturn:
+    stop = recorded_stop(store, err)
+    if stop is err:
+        raise err
+    raise stop from (None if isinstance(err, KeyboardInterrupt) else err)
 
 
 def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
@@ -198,84 +211,114 @@ async def run_sweep(
     """Probe every replica, calibrate the cases not yet final, and run them; results land in the
     store as they finish. retry: outcomes whose stored cases are not final (they run again; their
     earlier lines stay)."""
+    async with http_client(auth) as http, prepared_sweep(store, target, hooks, http, retry) as sweep:
+        sweep.progress.start_run()
+        await sweep.runner.run(sweep.cases)
+
+
+@dataclass
+class PreparedSweep:
+    """A run ready to send its pending cases: the runner, the cases, the progress shown."""
+
+    runner: Runner
+    cases: list[Case]
+    progress: SweepProgress
+
+
+@asynccontextmanager
+async def prepared_sweep(
+    store: RunStore,
+    target: Target,
+    hooks: Hooks,
+    http: httpx.AsyncClient,
+    retry: frozenset[str] = frozenset(),
+    interleaved: bool = False,
+) -> AsyncIterator[PreparedSweep]:
+    """Probe every replica, write what the server said into run.json, calibrate the pending cases
+    against this run's own server, and hold the progress display while the caller runs them.
+
+    run.json's `interleaved` stays true only while every case of the run is sent interleaved with
+    another variant's: a run that sends cases alone (a sweep, a resume, a compare that could not
+    interleave) is marked false."""
     spec = store.run.spec
     profile = store.run.profile
     urls = target_urls(profile, target.base_url) if profile is not None else [target.base_url]
-    async with http_client(auth) as http:
-        connection = await connect(urls, http, spec, target.model)
-        facts, tokenizer, client = connection.facts, connection.tokenizer, connection.client
-        server_info = {**target.server_info, **connection.server_info, "base_url": target.base_url}
-        store.write_run(
-            store.run.model_copy(
-                update={
-                    "server_info": server_info,
-                    "time_to_ready_s": target.time_to_ready_s,
-                    "versions": {**store.run.versions, **versions(facts.version)},
-                    "length_measure": tokenizer.name,
-                    "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
-                }
-            )
+    connection = await connect(urls, http, spec, target.model)
+    facts, tokenizer, client = connection.facts, connection.tokenizer, connection.client
+    server_info = {**target.server_info, **connection.server_info, "base_url": target.base_url}
+    recipes = build_recipes(spec)
+    done = store.final_case_ids(retry=retry)
+    pending = {recipe_id(recipe) for recipe in recipes} - done
+    # a run with cases sent alone earlier stays not interleaved; one with nothing to send keeps its flag
+    interleaved = (interleaved and (store.run.interleaved or not done)) if pending else store.run.interleaved
+    store.write_run(
+        store.run.model_copy(
+            update={
+                "server_info": server_info,
+                "time_to_ready_s": target.time_to_ready_s,
+                "versions": {**store.run.versions, **versions(facts.version)},
+                "length_measure": tokenizer.name,
+                "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
+                "interleaved": interleaved,
+            }
         )
-        if connection.lengths_estimated:
-            hooks.note(
-                f"{target.base_url} offers no tokenizer endpoint and no usage counts; lengths are estimated "
-                f"with {tokenizer.name} and an approximate chat template (the report says so)",
-                level="warning",
-            )
-        if spec.capture_indexer and tokenizer.name != SERVER_TOKENIZER_NAME:
-            raise UserError(
-                f"--capture-indexer needs the server's /v1/tokenize (needle offsets in its tokens); "
-                f"{target.base_url} has none"
-            )
-        capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
-        recipes = build_recipes(spec)
-        done = store.final_case_ids(retry=retry)
-        limit = facts.context_length
-        fits = [recipe for recipe in recipes if limit is None or recipe.target_tokens < limit]
-        to_calibrate = {recipe_id(recipe) for recipe in fits} - done
-        cache = CalibrationCache.load(store.path)
-        already = [
-            result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes} & done
-        ]
-        with hooks.sweep_progress(
-            total=len(recipes),
-            already_done=len(already),
-            already_passed=sum(r.outcome == "pass" for r in already),
-        ) as progress:
-            progress.start_calibration(len(to_calibrate))
-            started = time.perf_counter()
-            calibrated = await Calibrator(tokenizer, cache).calibrate(
-                fits, only=to_calibrate, on_done=progress.calibrated
-            )
-            cache.save(store.path)
-            progress.log(
-                f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
-            )
-            cases = _in_recipe_order(recipes, calibrated, done)
-            settings = RunnerSettings(
-                variant=spec.variant,
-                max_tokens=spec.max_tokens,
-                concurrency=spec.concurrency,
-                context_limit=limit,
-                retry=retry,
-            )
-            redact = store.redactor.text
-            runner_hooks = RunnerHooks(
-                on_start=progress.started,
-                on_result=progress.finished,
-                on_event=lambda line: progress.log(redact(line)),
-            )
-            progress.start_run()
-            runner = Runner(
-                store,
-                client,
-                settings,
-                handle=target.handle,
-                hooks=runner_hooks,
-                capture=capture,
-                replicas=connection.replicas,
-            )
-            await runner.run(cases)
+    )
+    if connection.lengths_estimated:
+        hooks.note(
+            f"{target.base_url} offers no tokenizer endpoint and no usage counts; lengths are estimated "
+            f"with {tokenizer.name} and an approximate chat template (the report says so)",
+            level="warning",
+        )
+    if spec.capture_indexer and tokenizer.name != SERVER_TOKENIZER_NAME:
+        raise UserError(
+            f"--capture-indexer needs the server's /v1/tokenize (needle offsets in its tokens); "
+            f"{target.base_url} has none"
+        )
+    capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
+    limit = facts.context_length
+    fits = [recipe for recipe in recipes if limit is None or recipe.target_tokens < limit]
+    to_calibrate = {recipe_id(recipe) for recipe in fits} - done
+    cache = CalibrationCache.load(store.path)
+    already = [
+        result for result in store.results() if result.case_id in {recipe_id(r) for r in recipes} & done
+    ]
+    with hooks.sweep_progress(
+        total=len(recipes),
+        already_done=len(already),
+        already_passed=sum(r.outcome == "pass" for r in already),
+    ) as progress:
+        progress.start_calibration(len(to_calibrate))
+        started = time.perf_counter()
+        calibrated = await Calibrator(tokenizer, cache).calibrate(
+            fits, only=to_calibrate, on_done=progress.calibrated
+        )
+        cache.save(store.path)
+        progress.log(
+            f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
+        )
+        settings = RunnerSettings(
+            variant=spec.variant,
+            max_tokens=spec.max_tokens,
+            concurrency=spec.concurrency,
+            context_limit=limit,
+            retry=retry,
+        )
+        redact = store.redactor.text
+        runner_hooks = RunnerHooks(
+            on_start=progress.started,
+            on_result=progress.finished,
+            on_event=lambda line: progress.log(redact(line)),
+        )
+        runner = Runner(
+            store,
+            client,
+            settings,
+            handle=target.handle,
+            hooks=runner_hooks,
+            capture=capture,
+            replicas=connection.replicas,
+        )
+        yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, done), progress)
 
 
 async def _open_capture(store: RunStore, client: ChatClient, server_info: dict[str, Any]) -> IndexerCapture:

@@ -7,6 +7,7 @@ shows no progress; the CLI passes its own subclass that draws rich progress bars
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -85,6 +86,11 @@ class Hooks:
 
     def launching(self, profile: Profile) -> AbstractContextManager[object]:
         """Held while the profile's server starts (the CLI shows a spinner)."""
+        return nullcontext()
+
+    def interleaving(self, labels: Sequence[str]) -> AbstractContextManager[object]:
+        """Held while the variants `labels` run at once, their requests interleaved (a compare on running
+        servers); each variant's sweep_progress is asked for inside it, in this order."""
         return nullcontext()
 
     def sweep_progress(self, total: int, already_done: int, already_passed: int) -> SweepProgress:

@@ -233,6 +233,11 @@ def execute(
 ) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
     run_recorded(store, profile, hooks, request, retry=retry)
+    return finished_record(store, hooks, render)
+
+
+def finished_record(store: RunStore, hooks: Hooks, render: bool = True) -> RunRecord:
+    """A run that has just finished: its report rendered (when asked), the caller told."""
     if render:
         import reports
 

@@ -51,8 +51,9 @@ def compare(
         typer.Option(
             "--base-url",
             metavar="URL",
-            help="A running server per variant, in the variants' order (no launch); replicas of one "
-            "variant's model comma-separated (URL1,URL2).",
+            help="A running server per variant, in the variants' order (no launch; the variants then run "
+            "at once, their requests interleaved case by case); replicas of one variant's model "
+            "comma-separated (URL1,URL2).",
         ),
     ] = None,
     model: opt.Model = None,

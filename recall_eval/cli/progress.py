@@ -19,23 +19,41 @@ from rich.progress import (
 from recall_eval.types import Case, Result
 
 
-class SweepProgress:
-    """Two bars on stderr: calibrating cases, then running them. Rich hides itself when not a TTY."""
+def progress_display(console: Console) -> Progress:
+    """The bars' columns: description, bar, done/total, passes, current length, elapsed, ETA."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[passes]}"),
+        TextColumn("{task.fields[length]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
 
-    def __init__(self, console: Console, total: int, already_done: int = 0, already_passed: int = 0):
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[passes]}"),
-            TextColumn("{task.fields[length]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
+
+class SweepProgress:
+    """Two bars on stderr: calibrating cases, then running them. Rich hides itself when not a TTY.
+
+    `shared`: a display already shown (variants running at once), where this sweep's bars are added
+    under its `label`."""
+
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        already_done: int = 0,
+        already_passed: int = 0,
+        shared: Progress | None = None,
+        label: str = "",
+    ):
+        self.progress = shared if shared is not None else progress_display(console)
+        self._owned = shared is None
+        self.label = label
         self.total = total
         self.passes = already_passed
         self.answered_before = already_done
@@ -44,19 +62,24 @@ class SweepProgress:
         self._already = already_done
 
     def __enter__(self) -> SweepProgress:
-        self.progress.__enter__()
+        if self._owned:
+            self.progress.__enter__()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        self.progress.__exit__(kind, error, trace)
+        if self._owned:
+            self.progress.__exit__(kind, error, trace)
 
     def log(self, message: str) -> None:
-        self.progress.console.print(message, highlight=False)
+        prefix = f"{self.label}: " if self.label else ""
+        self.progress.console.print(prefix + message, highlight=False, markup=False)
 
     def start_calibration(self, count: int) -> None:
-        self._calibration = self.progress.add_task("calibrating", total=count, passes="", length="")
+        self._calibration = self.progress.add_task(
+            f"calibrating {self.label}".strip(), total=count, passes="", length=""
+        )
 
     def calibrated(self, case: Case) -> None:
         if self._calibration is not None:
@@ -64,7 +87,11 @@ class SweepProgress:
 
     def start_run(self) -> None:
         self._run = self.progress.add_task(
-            "sweep", total=self.total, completed=self._already, passes=self._passes_text(), length=""
+            self.label or "sweep",
+            total=self.total,
+            completed=self._already,
+            passes=self._passes_text(),
+            length="",
         )
 
     def _passes_text(self) -> str:

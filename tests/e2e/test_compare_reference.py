@@ -62,6 +62,8 @@ def test_compare_fp8_bf16_report_opens_and_rerun_reuses(tmp_path: Path) -> None:
     # One after the other: the fp8 run (and its server) ended before the bf16 run began; neither server
     # is left listening once the compare has returned.
     assert fp8["finished_at"] <= bf16["created_at"]
+    # ... so the compare says sequential: no paired speed test on runs made one after the other.
+    assert compare["interleaved"] is False and not fp8["interleaved"] and not bf16["interleaved"]
     assert not busy_ports("127.0.0.1", [fp8["server_info"]["port"], bf16["server_info"]["port"]])
     a, b = compare["numbers"]["variants"]
     # The memory plan comes from each launched server: bf16 index keys take more bytes per token.
