@@ -1,6 +1,7 @@
 """Benchmark of the harness itself: case building (calibration) speed and per-request overhead.
 
     python -m tests.benchmarks.bench_harness [--base-url URL] [--requests N] [--overhead-only]
+        [--profile FILE]
 
 Without --base-url it starts the real reference server (python -m launchers.reference.server) with
 a context long enough for the default grid, and stops it at the end. Prints two tables:
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import statistics
 import sys
 import tempfile
@@ -52,6 +54,24 @@ async def _build(tokenizer, recipes, cache: CalibrationCache) -> tuple[float, in
     elapsed = time.perf_counter() - started
     assert len(cases) == len(recipes)
     return elapsed, calibrator.tokenize_calls
+
+
+class _Profiler:
+    """--profile: cProfile over the timed sweeps only (the CPU columns then include cProfile's cost)."""
+
+    def __init__(self, path: str | None):
+        self.profile = cProfile.Profile(time.thread_time) if path else None  # CPU, not wall
+
+    def __enter__(self) -> None:
+        if self.profile is not None:
+            self.profile.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.profile is not None:
+            self.profile.disable()
+
+
+PROFILER = _Profiler(None)
 
 
 async def bench_build(endpoint: Endpoint) -> Table:
@@ -102,7 +122,8 @@ async def _overhead_run(
             stop = asyncio.Event()
             monitor = asyncio.create_task(_loop_lag(lag, stop)) if watch_loop else None
             cpu_before, wall_before = time.process_time(), time.perf_counter()
-            await runner.run(cases)
+            with PROFILER:
+                await runner.run(cases)
             cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
             stop.set()
             if monitor is not None:
@@ -177,7 +198,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--overhead-only", action="store_true", help="skip the case-building table")
+    parser.add_argument(
+        "--profile", metavar="FILE", help="write a cProfile of the timed sweeps to FILE (read with pstats)"
+    )
     args = parser.parse_args()
+    global PROFILER
+    PROFILER = _Profiler(args.profile)
+    try:
+        _run(args)
+    finally:
+        if PROFILER.profile is not None:
+            PROFILER.profile.dump_stats(args.profile)
+
+
+def _run(args: argparse.Namespace) -> None:
     if args.base_url:
         asyncio.run(main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only))
         return
