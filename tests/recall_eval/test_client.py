@@ -7,6 +7,7 @@ exercised against the real reference server in tests/e2e.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
 
@@ -303,3 +304,18 @@ async def test_a_stall_inside_the_stream_is_cut_at_the_limit_of_its_phase(chunks
         await _read_with_limits(chunks, limits)
     assert info.value.kind == "timeout" and str(info.value) == message
     assert 0.3 <= time.perf_counter() - started < 2
+
+
+async def test_a_compressed_event_stream_is_decoded_before_parsing():
+    """A proxy may gzip the stream: the reader then goes through httpx's decoders, not the raw bytes."""
+    body = gzip.compress(_text_event("a") + _text_event("b") + b"data: [DONE]\n\n")
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"content-encoding": "gzip"}, content=body)
+    )
+    texts: list[str] = []
+    async with httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("POST", "http://test/v1/chat/completions") as response:
+            done = await read_event_stream(
+                response, lambda data, arrived: texts.append(data["choices"][0]["delta"]["content"])
+            )
+    assert done and texts == ["a", "b"]
