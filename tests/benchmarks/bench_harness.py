@@ -1,23 +1,32 @@
 """Benchmark of the harness itself: case building (calibration) speed and per-request overhead.
 
     python -m tests.benchmarks.bench_harness [--base-url URL] [--requests N] [--overhead-only]
+        [--floor] [--profile FILE]
 
 Without --base-url it starts the real reference server (python -m launchers.reference.server) with
-a context long enough for the default grid, and stops it at the end. Prints two tables:
+a context long enough for the default grid, and stops it at the end. Prints two tables (three with --floor):
 1. cases built per second for the default grid (8 lengths 338..22597 x 5 depths x 2 trials),
    cold (empty calibration cache) and warm (the cache from the cold build), with the server's
    /v1/tokenize and, for comparison, the offline tiktoken fallback;
 2. the harness's own cost at --concurrency 1 and 8: harness CPU time per request (request building,
    SSE parsing, scoring, the fsynced store append on the writer thread) as a share of server time
-   (the sum of request latencies), the wall time a case spends in the runner outside its request,
-   and the event loop's lag (how late a 1 ms sleeper wakes: what blocking work on the loop would add
+   (the sum of request latencies) and of the sweep's wall time (at concurrency 8 the sum of latencies
+   counts time spent queued behind the other requests, so the wall share is the stricter one), the
+   wall time a case spends in the runner outside its request, and the event loop's lag (how late a 1 ms sleeper wakes: what blocking work on the loop would add
    to the timings of the requests in flight).
+Harness CPU is time.process_time() of this process (all its threads, the writer included) over the
+timed sweep only; the reference server is a child process in its own session, not counted.
+--floor adds a third table: the same requests at concurrency 1 read by httpx alone (no parsing) and by a
+bare asyncio socket, i.e. what the HTTP stack and the event loop cost before the harness does anything.
+--profile FILE writes a cProfile (CPU-time clock) of the timed sweeps.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import json
 import statistics
 import sys
 import tempfile
@@ -54,6 +63,24 @@ async def _build(tokenizer, recipes, cache: CalibrationCache) -> tuple[float, in
     return elapsed, calibrator.tokenize_calls
 
 
+class _Profiler:
+    """--profile: cProfile over the timed sweeps only (the CPU columns then include cProfile's cost)."""
+
+    def __init__(self, path: str | None):
+        self.profile = cProfile.Profile(time.thread_time) if path else None  # CPU, not wall
+
+    def __enter__(self) -> None:
+        if self.profile is not None:
+            self.profile.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.profile is not None:
+            self.profile.disable()
+
+
+PROFILER = _Profiler(None)
+
+
 async def bench_build(endpoint: Endpoint) -> Table:
     lengths, depths, trials = parse_lengths(DEFAULT_GRID[0]), parse_depths(DEFAULT_GRID[1]), DEFAULT_GRID[2]
     recipes = suites.build_recipes("needle", lengths, depths, trials, 0)
@@ -82,6 +109,69 @@ async def _loop_lag(samples: list[float], stop: asyncio.Event, tick_s: float = 0
         samples.append(time.perf_counter() - before - tick_s)
 
 
+class _StampedReader(asyncio.Protocol):
+    """The least a reader of a stream must do: take the time of each network chunk, keep the bytes."""
+
+    def __init__(self, closed: asyncio.Future[None]):
+        self.closed, self.chunks = closed, []
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append((time.perf_counter(), data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set_result(None)
+
+
+async def _socket_request(endpoint: Endpoint, body: bytes) -> int:
+    """One streamed request over a bare asyncio socket (no HTTP parsing; `Connection: close` ends it)."""
+    host, port = endpoint.base_url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    closed: asyncio.Future[None] = loop.create_future()
+    transport, reader = await loop.create_connection(lambda: _StampedReader(closed), host, int(port))
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    transport.write(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    await closed
+    return len(reader.chunks)
+
+
+async def _httpx_request(http, endpoint: Endpoint, body: bytes) -> int:
+    """One streamed request through httpx, each chunk timed, nothing parsed."""
+    stamps = []
+    url = f"{endpoint.base_url.rstrip('/')}/v1/chat/completions"
+    async with http.stream(
+        "POST", url, content=body, headers={"content-type": "application/json"}
+    ) as response:
+        async for _ in response.stream:
+            stamps.append(time.perf_counter())
+    return len(stamps)
+
+
+async def _floor_run(endpoint: Endpoint, requests: int, max_tokens: int) -> list[tuple[str, float, float]]:
+    """CPU per request of reading the same streams with less than the harness, at concurrency 1:
+    (reader, CPU ms/request, CPU / sum of latencies)."""
+    recipes = suites.build_recipes(
+        "needle", parse_lengths("338..2000:4"), (0.0, 25.0, 50.0, 75.0, 100.0), 4, 3
+    )
+    rows = []
+    async with http_client() as http:
+        cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes[:requests])
+        client = ChatClient(endpoint, http, request_timeout_s=600)
+        bodies = [json.dumps(client._body(case.messages, max_tokens)).encode() for case in cases]
+        readers = (
+            ("bare asyncio socket", lambda body: _socket_request(endpoint, body)),
+            ("httpx stream, no parsing", lambda body: _httpx_request(http, endpoint, body)),
+        )
+        for name, request in readers:
+            latency, cpu_before = 0.0, time.process_time()
+            for body in bodies:
+                sent = time.perf_counter()
+                await request(body)
+                latency += time.perf_counter() - sent
+            cpu = time.process_time() - cpu_before
+            rows.append((name, cpu / len(bodies) * 1000, cpu / latency))
+    return rows
+
+
 async def _overhead_run(
     endpoint: Endpoint, requests: int, max_tokens: int, concurrency: int, watch_loop: bool
 ) -> dict[str, float]:
@@ -102,7 +192,8 @@ async def _overhead_run(
             stop = asyncio.Event()
             monitor = asyncio.create_task(_loop_lag(lag, stop)) if watch_loop else None
             cpu_before, wall_before = time.process_time(), time.perf_counter()
-            await runner.run(cases)
+            with PROFILER:
+                await runner.run(cases)
             cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
             stop.set()
             if monitor is not None:
@@ -140,6 +231,7 @@ async def bench_overhead(
         "event-loop lag p99 ms",
         "lag max ms",
         "sweep wall ms/request",
+        "harness CPU / sweep wall",
     ):
         table.add_column(column, justify="right")
     for concurrency in levels:
@@ -155,11 +247,23 @@ async def bench_overhead(
             f"{row['lag_p99_ms']:.2f}",
             f"{row['lag_max_ms']:.2f}",
             f"{row['wall_per_request_ms']:.1f}",
+            f"{row['cpu_ms'] / row['wall_per_request_ms']:.2%}",
         )
     return table
 
 
-async def main_async(base_url: str, requests: int, max_tokens: int, skip_build: bool) -> None:
+async def bench_floor(endpoint: Endpoint, requests: int, max_tokens: int) -> Table:
+    table = Table(title="the floor at concurrency 1: the same requests read with less than the harness")
+    for column in ("reader", "CPU ms/request", "CPU / server time"):
+        table.add_column(column, justify="left" if column == "reader" else "right")
+    for name, cpu_ms, share in await _floor_run(endpoint, requests, max_tokens):
+        table.add_row(name, f"{cpu_ms:.2f}", f"{share:.2%}")
+    return table
+
+
+async def main_async(
+    base_url: str, requests: int, max_tokens: int, skip_build: bool, floor: bool = False
+) -> None:
     async with http_client() as http:
         facts = await probe_server(base_url, http)
     endpoint = Endpoint(base_url=base_url, model=facts.model)
@@ -167,6 +271,8 @@ async def main_async(base_url: str, requests: int, max_tokens: int, skip_build: 
     if not skip_build:
         console.print(await bench_build(endpoint))
     console.print(await bench_overhead(endpoint, requests, max_tokens, (1, 8)))
+    if floor:
+        console.print(await bench_floor(endpoint, requests, max_tokens))
 
 
 def main() -> None:
@@ -177,14 +283,34 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--overhead-only", action="store_true", help="skip the case-building table")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the same requests read by httpx alone and by a bare socket (what no parser can beat)",
+    )
+    parser.add_argument(
+        "--profile", metavar="FILE", help="write a cProfile of the timed sweeps to FILE (read with pstats)"
+    )
     args = parser.parse_args()
+    global PROFILER
+    PROFILER = _Profiler(args.profile)
+    try:
+        _run(args)
+    finally:
+        if PROFILER.profile is not None:
+            PROFILER.profile.dump_stats(args.profile)
+
+
+def _run(args: argparse.Namespace) -> None:
     if args.base_url:
-        asyncio.run(main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only))
+        asyncio.run(main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor))
         return
     with tempfile.TemporaryDirectory() as logs:
         server = ReferenceServer(Path(logs) / "server.log", "--context-length", "32768")
         try:
-            asyncio.run(main_async(server.base_url, args.requests, args.max_tokens, args.overhead_only))
+            asyncio.run(
+                main_async(server.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor)
+            )
         finally:
             server.stop()
 

@@ -7,6 +7,7 @@ exercised against the real reference server in tests/e2e.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
 
@@ -20,6 +21,7 @@ from recall_eval.client import (
     read_event_stream,
     split_thinking,
 )
+from recall_eval.transport import Timeouts
 from recall_eval.types import ChatMessage, Endpoint
 
 MESSAGES = (ChatMessage(role="user", content="What is the code?"),)
@@ -245,3 +247,75 @@ async def test_event_times_are_taken_when_their_bytes_arrive_not_when_parsed():
     assert (a, b, c, d) == ("a", "b", "c", "d")
     assert t_a == t_b  # one chunk, one arrival time (parsing b came 50 ms later)
     assert t_c > t_b and t_d - t_c >= 0.2
+
+
+def _text_event(text: str) -> bytes:
+    return f"data: {json.dumps({'choices': [{'delta': {'content': text}}]})}\n\n".encode()
+
+
+async def _read_with_limits(chunks, limits: Timeouts) -> tuple[list[str], float]:
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for chunk in chunks:
+                if isinstance(chunk, float):
+                    await asyncio.sleep(chunk)
+                else:
+                    yield chunk
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=Body()))
+    texts: list[str] = []
+
+    def handle(data, arrived: float) -> bool:
+        text = data["choices"][0]["delta"].get("content") or ""
+        texts.append(text)
+        return bool(text)
+
+    started = time.perf_counter()
+    async with httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("POST", "http://test/v1/chat/completions") as response:
+            await read_event_stream(response, handle, limits)
+    return texts, time.perf_counter() - started
+
+
+async def test_stream_limits_apply_to_each_gap_between_chunks_not_to_the_whole_stream():
+    """Keep-alive comments and role-only events reset the first-token limit, text resets the idle
+    limit: a stream that never pauses for 0.3 s finishes, however long it runs in all."""
+    limits = Timeouts(connect_s=1, first_token_s=0.3, idle_s=0.3, total_s=10)
+    role_only = b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n'
+    chunks = [b": keep-alive\n\n", 0.15, b": keep-alive\n\n", 0.15, role_only, 0.15, role_only, 0.15]
+    for index in range(6):
+        chunks += [_text_event(str(index)), 0.15]
+    texts, seconds = await _read_with_limits([*chunks, b"data: [DONE]\n\n"], limits)
+    assert [text for text in texts if text] == ["0", "1", "2", "3", "4", "5"]
+    assert seconds > 1.2  # four times either limit
+
+
+@pytest.mark.parametrize(
+    ("chunks", "message"),
+    [
+        ([b": keep-alive\n\n", 5.0], "no first token within 0.3s"),
+        ([_text_event("a"), 0.1, _text_event("b"), 5.0], "no data within 0.5s"),
+    ],
+)
+async def test_a_stall_inside_the_stream_is_cut_at_the_limit_of_its_phase(chunks, message):
+    limits = Timeouts(connect_s=1, first_token_s=0.3, idle_s=0.5, total_s=10)
+    started = time.perf_counter()
+    with pytest.raises(RequestFailed) as info:
+        await _read_with_limits(chunks, limits)
+    assert info.value.kind == "timeout" and str(info.value) == message
+    assert 0.3 <= time.perf_counter() - started < 2
+
+
+async def test_a_compressed_event_stream_is_decoded_before_parsing():
+    """A proxy may gzip the stream: the reader then goes through httpx's decoders, not the raw bytes."""
+    body = gzip.compress(_text_event("a") + _text_event("b") + b"data: [DONE]\n\n")
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"content-encoding": "gzip"}, content=body)
+    )
+    texts: list[str] = []
+    async with httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("POST", "http://test/v1/chat/completions") as response:
+            done = await read_event_stream(
+                response, lambda data, arrived: texts.append(data["choices"][0]["delta"]["content"])
+            )
+    assert done and texts == ["a", "b"]
