@@ -123,6 +123,18 @@ def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
     assert "| 256 | 3 | no | 545.6, 93.6%, 576 | 1075.0, 95.0%, 1024 |" in done.stdout  # the large-call one
 
 
+def test_benchmark_re_renders_the_committed_h200_rule_run_without_a_gpu() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
+         "--from-json", str(REPO / "launchers/sglang/anchor_h200_rule.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "calls where that cap binds: stages=3 pages/program <= 256." in done.stdout
+    assert "| 131072 | 1 | 7.8 | 2296 | 54% | 10.0 | 42% | 12.0 | 2851 | 67% |" in done.stdout
+    assert "| our bf16 | 6 | 9.6 | 4101 | 96.0% |" in done.stdout
+
+
 def test_fixed_shape_launches_alike_at_every_call_size() -> None:
     tuned = default_config("bf16", ragged=False)
     assert tuned.for_decode_call(1 << 20, 132).num_stages == 3  # the tuned rule: large calls differ
