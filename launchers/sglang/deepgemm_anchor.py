@@ -223,6 +223,11 @@ def streaming_fit(decode_rows: list[dict], column: str, min_keys: int = 131072, 
     }
 
 
+def fixed_shape(base: LogitsConfig, **changes) -> LogitsConfig:
+    """`base` with `changes`, launched at every call size alike (no large-call stages or cap)."""
+    return dataclasses.replace(base, large_call_stages=None, large_call_max_pages=None, **changes)
+
+
 def bf16_split_sweep(
     pool16: torch.Tensor,
     points: list[tuple[int, int]],
@@ -231,17 +236,15 @@ def bf16_split_sweep(
     stages: tuple[int, ...],
     device: torch.device,
 ) -> list[dict]:
-    """bf16 decode at `points` with the tuned shape but other caps on pages per program (how finely a
-    large call is cut into programs), pipeline depths and even or capped splits:
+    """bf16 decode at `points` with the tuned small-call shape but other caps on pages per program (how
+    finely a large call is cut into programs), pipeline depths and even or capped splits, each fixed:
     `[{max_pages, stages, even_splits, programs: [per point], ms: [per point]}]`. Where even splits do
     not change the grid the row repeats the uneven one: the pair shows the run's timing noise."""
     rows = []
     for n_stages in stages:
         for cap in caps:
             for even in (False, True):
-                cfg = dataclasses.replace(
-                    base, max_pages_per_program=cap, num_stages=n_stages, even_splits=even
-                )
+                cfg = fixed_shape(base, max_pages_per_program=cap, num_stages=n_stages, even_splits=even)
                 programs, times = [], []
                 for keys, batch in points:
                     pages = keys // INDEX_PAGE_SIZE

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from launchers.sglang.kernel_checks import random_queries
 from launchers.sglang.kernels import layout
-from launchers.sglang.kernels._logits_core import LogitsConfig, pages_per_program
+from launchers.sglang.kernels._logits_core import LogitsConfig, _num_sms, pages_per_program
 from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE, IndexKDtype
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
@@ -175,6 +175,7 @@ def time_read_floor(
     under `config`, timed the same way. No key-reading kernel of this shape does much better."""
     tables = _decode_tables(pool, keys, batch, device, rotation_bytes)
     pages = tables.shape[2]
+    config = config.for_decode_call(pages * batch, _num_sms(device))
     per_program = pages_per_program(pages, batch, False, config, device)
     grid = (1, batch, triton.cdiv(pages, per_program))
     out = torch.empty(batch, keys, dtype=torch.float32, device=device)

@@ -73,11 +73,11 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
     pools["bf16"] = da.bf16_copy_of(pools["fp8"])
     bf16_cfg = default_config("bf16", False)
     if args.bf16_max_pages is not None:
-        bf16_cfg = dataclasses.replace(bf16_cfg, max_pages_per_program=args.bf16_max_pages)
+        bf16_cfg = da.fixed_shape(bf16_cfg, max_pages_per_program=args.bf16_max_pages)
     if args.bf16_stages is not None:
-        bf16_cfg = dataclasses.replace(bf16_cfg, num_stages=args.bf16_stages)
+        bf16_cfg = da.fixed_shape(bf16_cfg, num_stages=args.bf16_stages)
     if args.bf16_even_splits:
-        bf16_cfg = dataclasses.replace(bf16_cfg, even_splits=True)
+        bf16_cfg = da.fixed_shape(bf16_cfg, even_splits=True)
     result["bf16_decode_config"] = dataclasses.asdict(bf16_cfg)
     result["decode"] = []
     for keys in args.keys:
@@ -133,6 +133,12 @@ def _fmt_bf16(cfg: dict | None) -> str:
         f"pages/program <= {cfg['max_pages_per_program']}"
         + (" even splits" if cfg.get("even_splits") else "")
         + (" pdl" if cfg["pdl"] else "")
+        + (
+            f"; calls where that cap binds: stages={cfg['large_call_stages'] or cfg['num_stages']} "
+            f"pages/program <= {cfg['large_call_max_pages'] or cfg['max_pages_per_program']}"
+            if cfg.get("large_call_stages") or cfg.get("large_call_max_pages")
+            else ""
+        )
     )
 
 
@@ -267,10 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bf16-max-pages",
         type=int,
-        help="time bf16 decode with this cap on pages per program (default: tuned)",
+        help="time bf16 decode with this cap on pages per program at every call size (default: the "
+        "tuned rule, 32 and 256 for calls where 32 binds)",
     )
     parser.add_argument(
-        "--bf16-stages", type=int, help="time bf16 decode with this pipeline depth (default: tuned)"
+        "--bf16-stages",
+        type=int,
+        help="time bf16 decode with this pipeline depth at every call size (default: the tuned rule, 2 "
+        "and 3 for large calls)",
     )
     parser.add_argument(
         "--bf16-even-splits", action="store_true", help="time bf16 decode with splits of equal length"

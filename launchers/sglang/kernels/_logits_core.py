@@ -14,6 +14,7 @@ numbers; validate_on_gpu.py times both.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -168,16 +169,45 @@ class LogitsConfig:
     # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
     pdl: bool = False
     stream_keys: bool = False  # evict-first hint on key loads
+    # decode calls large enough that `max_pages_per_program` binds (more pages in the call than
+    # programs_per_sm x SMs x that cap) launch with this pipeline depth and cap instead, where set
+    large_call_stages: int | None = None
+    large_call_max_pages: int | None = None
+
+    def for_decode_call(self, pages_in_call: int, num_sms: int) -> LogitsConfig:
+        """The shape a decode call of `pages_in_call` pages (over all its requests) launches with: this
+        one, or for a large call its large-call stages and cap. Depends only on shapes (CUDA graphs)."""
+        if self.large_call_stages is None and self.large_call_max_pages is None:
+            return self
+        if triton.cdiv(pages_in_call, self.programs_per_sm * num_sms) <= self.max_pages_per_program:
+            return self
+        return dataclasses.replace(
+            self,
+            num_stages=self.large_call_stages or self.num_stages,
+            max_pages_per_program=self.large_call_max_pages or self.max_pages_per_program,
+            large_call_stages=None,
+            large_call_max_pages=None,
+        )
 
 
 DEFAULT_CONFIG = LogitsConfig(keys_as_rows=True)
 # per (kind, ragged) launch shapes picked by validate_on_gpu.py's sweep on an H200, 2026-11-29 12:13 UTC
 # (KERNELS.md). bf16 decode: 4 programs per SM (one request of 128K keys: 512 programs of 4 pages), 2
 # stages (less shared memory, so all 512 fit in one wave) and PDL: 13.7 -> 12.0 us for that call.
-# Calls of >= 33792 pages (16 x 128K keys) still launch 32-page programs.
+# Large bf16 decode calls (over 16896 pages = 4 x 132 SMs x 32 on an H200, e.g. 128K keys x 9+ requests)
+# launch with 3 stages and programs of up to 256 pages: 1.1-1.7% faster at 128K x 64 - 512K x 64 in the
+# anchor sweep of 2026-11-30 21:18 UTC (KERNELS.md); 3 stages cost ~0.4 us on the small calls, so they
+# keep 2. Never combine even_splits with a cap >= 256: that sweep timed it at 68% of copy at 128K x 64.
 TUNED: dict[tuple[str, bool], LogitsConfig] = {
     ("bf16", False): LogitsConfig(
-        num_warps=4, num_stages=2, pages_per_iter=1, keys_as_rows=True, programs_per_sm=4, pdl=True
+        num_warps=4,
+        num_stages=2,
+        pages_per_iter=1,
+        keys_as_rows=True,
+        programs_per_sm=4,
+        pdl=True,
+        large_call_stages=3,
+        large_call_max_pages=256,
     ),
     ("fp8", False): LogitsConfig(num_warps=4, num_stages=4, pages_per_iter=2, keys_as_rows=True, pdl=True),
     ("bf16", True): LogitsConfig(num_warps=8, num_stages=3, block_q=4, pages_per_iter=1, keys_as_rows=True),
@@ -254,6 +284,8 @@ def launch(
     max_pages = min(page_table.shape[1], triton.cdiv(max_seq_len, page_size))
     if num_requests == 0 or max_q_len == 0 or max_pages == 0:
         return out
+    if not ragged:
+        config = config.for_decode_call(max_pages * num_requests, _num_sms(q.device))
     block_q = config.block_q if ragged else 1
     q_blocks = triton.cdiv(max_q_len, block_q)
     per_program = pages_per_program(max_pages, q_blocks * num_requests, ragged, config, q.device)

@@ -5,6 +5,7 @@ DeepGEMM itself runs only in test_deepgemm_anchor_gpu.py (Hopper, `deep_gemm` im
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -18,6 +19,7 @@ from launchers.sglang import deepgemm_anchor as da
 from launchers.sglang import kernel_bench as kb
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
+from launchers.sglang.kernels._logits_core import default_config
 from launchers.sglang.kernels.store import store_index_k
 
 REPO = Path(__file__).resolve().parents[3]
@@ -104,13 +106,47 @@ def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "| 524288 | 64 | 1103.2 | 4137 | 96% |" in done.stdout  # the decode table, as in KERNELS.md
-    assert "| DeepGEMM fp8 | 6 | 12.1 | 4177 | 97.2% |" in done.stdout
-    assert "| our bf16 | 6 | 9.8 | 4032 | 93.8% |" in done.stdout
+    assert "| 524288 | 64 | 1086.0 | 4202 | 98% |" in done.stdout  # the decode table, as in KERNELS.md
+    assert "| DeepGEMM fp8 | 6 | 12.5 | 4245 | 99.3% |" in done.stdout
+    assert "| our bf16 | 6 | 10.7 | 4106 | 96.1% |" in done.stdout
+    assert "pages/program <= 256 pdl." in done.stdout  # the shape that run timed at every call
+
+
+def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
+         "--from-json", str(REPO / "launchers/sglang/anchor_h200_sweep.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| 32 | 2 | no | 555.2, 91.9%, 4096 | 1093.8, 93.3%, 8192 |" in done.stdout  # the old shape
+    assert "| 256 | 3 | no | 545.6, 93.6%, 576 | 1075.0, 95.0%, 1024 |" in done.stdout  # the large-call one
+
+
+def test_benchmark_re_renders_the_committed_h200_rule_run_without_a_gpu() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
+         "--from-json", str(REPO / "launchers/sglang/anchor_h200_rule.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "calls where that cap binds: stages=3 pages/program <= 256." in done.stdout
+    assert "| 131072 | 1 | 7.8 | 2296 | 54% | 10.0 | 42% | 12.0 | 2851 | 67% |" in done.stdout
+    assert "| our bf16 | 6 | 9.6 | 4101 | 96.0% |" in done.stdout
+
+
+def test_fixed_shape_launches_alike_at_every_call_size() -> None:
+    tuned = default_config("bf16", ragged=False)
+    assert tuned.for_decode_call(1 << 20, 132).num_stages == 3  # the tuned rule: large calls differ
+    fixed = da.fixed_shape(tuned, num_stages=3)
+    for pages in (64, 16896, 1 << 20):
+        shape = fixed.for_decode_call(pages, 132)
+        assert (shape.num_stages, shape.max_pages_per_program) == (3, 32)
 
 
 def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
     result = json.loads((REPO / "launchers/sglang/anchor_h200.json").read_text())
+    result["bf16_decode_config"] = dataclasses.asdict(default_config("bf16", ragged=False))
     result["split_sweep"] = {
         "points": [[524288, 64]],
         "rows": [
@@ -119,7 +155,7 @@ def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
                 "stages": 2,
                 "even_splits": False,
                 "programs": [16384],
-                "ms": [2.1722240447998047],
+                "ms": [2.1336960792541504],
             },
             {"max_pages": 128, "stages": 2, "even_splits": True, "programs": [4096], "ms": [2.1]},
         ],
@@ -131,6 +167,9 @@ def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "| pages/program cap | stages | even splits | 524288x64 (DG 96.2%) |" in done.stdout
-    assert "| 32 | 2 | no | 2172.2, 93.4%, 16384 |" in done.stdout  # the table's own bf16 time
-    assert "| 128 | 2 | yes | 2100.0, 96.6%, 4096 |" in done.stdout
+    assert "| pages/program cap | stages | even splits | 524288x64 (DG 98.3%) |" in done.stdout
+    assert "| 32 | 2 | no | 2133.7, 95.7%, 16384 |" in done.stdout  # the table's own bf16 time
+    assert "| 128 | 2 | yes | 2100.0, 97.2%, 4096 |" in done.stdout
+    assert (
+        "pages/program <= 32 pdl; calls where that cap binds: stages=3 pages/program <= 256." in done.stdout
+    )

@@ -6,13 +6,15 @@ small sizes; on a GPU the same tests run the compiled kernels. Outputs are poiso
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from launchers.sglang import kernel_checks as kc
-from launchers.sglang.kernels import layout
+from launchers.sglang.kernels import _logits_core, layout
 from launchers.sglang.kernels import reference as ref
-from launchers.sglang.kernels._logits_core import LogitsConfig, pages_per_program
+from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, pages_per_program
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 from launchers.sglang.kernels.store import store_index_k
@@ -130,6 +132,56 @@ def test_even_splits_share_the_pages_of_the_same_grid() -> None:
                 assert after <= before and after % step == 0
                 assert -(-pages // after) == -(-pages // before)  # the same grid
                 assert (-(-pages // after) - 1) * after < pages  # the last split is not empty
+
+
+# (keys per request, requests) -> (stages, pages per program, programs in the grid) of the tuned bf16
+# decode launch on an H200's 132 SMs: 2 stages and programs of <= 32 pages up to 16896 pages in a call,
+# above that 3 stages and <= 256 pages (the anchor sweep's winner, KERNELS.md)
+H200_BF16_DECODE_SHAPES = {
+    (131072, 1): (2, 4, 512),
+    (524288, 1): (2, 16, 512),
+    (131072, 8): (2, 32, 512),  # 16384 pages: 32 per program, the old cap, does not bind yet
+    (32768, 33): (2, 32, 528),  # 16896 pages: the last call of the small shape
+    (131072, 9): (3, 35, 531),  # 18432 pages: the cap of 32 would bind
+    (131072, 64): (3, 249, 576),
+    (262144, 64): (3, 256, 1024),
+    (524288, 16): (3, 249, 528),
+    (524288, 64): (3, 256, 2048),
+}
+
+
+@pytest.mark.parametrize(("call", "shape"), H200_BF16_DECODE_SHAPES.items(), ids=str)
+def test_tuned_bf16_decode_shape_per_call_size(monkeypatch, call, shape) -> None:
+    monkeypatch.setattr(_logits_core, "_num_sms", lambda device: 132)
+    keys, requests = call
+    pages = keys // layout.INDEX_PAGE_SIZE
+    tuned = default_config("bf16", ragged=False)
+    config = tuned.for_decode_call(pages * requests, 132)
+    per_program = pages_per_program(pages, requests, False, config, torch.device("cpu"))
+    assert (config.num_stages, per_program, requests * -(-pages // per_program)) == shape
+    assert not config.even_splits  # with a cap >= 256 it ran at 68% of copy bandwidth on the H200
+
+
+def test_large_call_shape_only_where_set() -> None:
+    for kind, ragged in (("fp8", False), ("bf16", True), ("fp8", True)):
+        config = default_config(kind, ragged)
+        assert config.for_decode_call(1 << 30, 132) is config
+    fixed = LogitsConfig(large_call_stages=None, large_call_max_pages=None)
+    assert fixed.for_decode_call(1 << 30, 132) is fixed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_paged_logits_tuned_large_call(kind: str) -> None:
+    """The tuned decode shape through a call large enough for its large-call stages and cap on this
+    device (two requests just over programs_per_sm x SMs x 32 pages together)."""
+    config = dataclasses.replace(default_config("bf16", ragged=False), pdl=False)
+    threshold = config.programs_per_sm * _logits_core._num_sms(DEVICE) * config.max_pages_per_program
+    pages = threshold // 2 + 1
+    assert config.for_decode_call(2 * pages, _logits_core._num_sms(DEVICE)).num_stages == 3
+    lengths = [pages * layout.INDEX_PAGE_SIZE, pages * layout.INDEX_PAGE_SIZE - 37]
+    check = kc.check_paged(kind, lengths, 16, (64,), 7, DEVICE, config)
+    assert check.all_written
+    assert check.rel_err_vs_stored < KERNEL_ONLY_LIMIT[kind]
 
 
 @pytest.mark.parametrize("kind", KINDS)
