@@ -41,4 +41,5 @@ def export(
         sys.stdout.buffer.write(data or b"")
         sys.stdout.flush()
         return
-    console.print(f"{len(frame):,} cases from {frame['run_id'].nunique()} runs → {out}", highlight=False)
+    runs = frame["run_id"].nunique()
+    console.print(f"{len(frame):,} cases from {runs} run{'s' if runs != 1 else ''} → {out}", highlight=False)
