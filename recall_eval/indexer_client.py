@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from recall_eval.client import ChatClient, clean_text, error_text, read_event_stream, split_thinking
+from recall_eval.client import ChatClient, split_thinking
 from recall_eval.coverage import (
     IndexerDataError,
     IndexerLayout,
@@ -36,6 +36,7 @@ from recall_eval.coverage import (
     with_cause,
 )
 from recall_eval.errors import UserError
+from recall_eval.event_stream import clean_text, error_text, read_event_stream
 from recall_eval.indexer_layout import resolve_layout
 from recall_eval.transport import RequestFailed, status_failure
 from recall_eval.types import Case, ChatMessage, Completion, IndexerCoverage, Outcome

@@ -28,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from recall_eval.calibration import tolerance
-from recall_eval.client import ChatClient, RequestFailed, excerpt
+from recall_eval.client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
+from recall_eval.event_stream import excerpt
 from recall_eval.indexer_client import IndexerCapture
 from recall_eval.scoring import score_completion
 from recall_eval.store import RunStore

@@ -18,9 +18,9 @@ from recall_eval.client import (
     ChatClient,
     RequestFailed,
     classify_error_message,
-    read_event_stream,
     split_thinking,
 )
+from recall_eval.event_stream import read_event_stream
 from recall_eval.transport import Timeouts
 from recall_eval.types import ChatMessage, Endpoint
 
