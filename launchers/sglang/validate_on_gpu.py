@@ -27,6 +27,7 @@ from launchers.sglang import kernel_bench as kb
 from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels._logits_core import LogitsConfig
 from launchers.sglang.kernels.layout import IndexKDtype
+from launchers.sglang.validate_report import fmt_cfg, render, targets
 
 KINDS: tuple[IndexKDtype, ...] = ("bf16", "fp8")
 FULL = {
@@ -162,7 +163,7 @@ def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, list[st
                 cfg: sum(x / f for x, f in zip(t, fastest, strict=True)) / len(t) for cfg, t in times.items()
             }
             for cfg in candidates:
-                label = f"{'prefill' if ragged else 'decode'} {kind} {_fmt_cfg(cfg, ragged)}"
+                label = f"{'prefill' if ragged else 'decode'} {kind} {fmt_cfg(cfg, ragged)}"
                 if cfg in problems:
                     lines.append(f"{label}: {problems[cfg]}")
                 elif ragged:
@@ -190,154 +191,6 @@ def short_calls(sizes: dict, pool: torch.Tensor, chosen: LogitsConfig, device: t
             {"keys": keys, "batch": batch} | {k: {"ms": t.ms, "gbs": t.gbs} for k, t in timings.items()}
         )
     return rows
-
-
-def _fmt_cfg(cfg: LogitsConfig, block_q: bool = True) -> str:
-    text = (
-        f"warps={cfg.num_warps} stages={cfg.num_stages} pages/iter={cfg.pages_per_iter} "
-        f"{'k@q^T' if cfg.keys_as_rows else 'q@k^T'} programs/SM={cfg.programs_per_sm}"
-        + (" pdl" if cfg.pdl else "")
-        + (" evict-first" if cfg.stream_keys else "")
-    )
-    return f"{text} block_q={cfg.block_q}" if block_q else text
-
-
-def render(result: dict) -> str:
-    """The markdown report: tables first, then the targets."""
-    out = [
-        f"# Index-K kernels on {result['device']}",
-        "",
-        f"Date {result['date']}; torch {result['torch']}, triton {result['triton']}, python {result['python']}.",
-        f"Produced by `python -m launchers.sglang.validate_on_gpu` in one run. Measured copy bandwidth "
-        f"(device-to-device, read + write): **{result['copy_gbs']:.0f} GB/s**.",
-        "",
-        "## Correctness (fresh random inputs, NaN-poisoned outputs)",
-        "",
-        "Error is max over rows of max|out - exact| / max|exact|; exact is fp64 math on the fp32 keys, so it",
-        "includes what storing the keys in bf16 / fp8 costs; 'kernel only' measures against fp64 on the keys",
-        "as stored. q is fp8 e4m3 with its scale folded into signed head weights, as SGLang's q kernel makes it.",
-        "",
-        "| kind | path | rows | max len | all written | rel err vs fp32 | kernel only | "
-        + " | ".join(f"top-{k} overlap (mean / min)" for k in result["topks"])
-        + " |",
-        "|---|---|---|---|---|---|---|" + "---|" * len(result["topks"]),
-    ]
-    for c in result["logits_checks"]:
-        overlaps = " | ".join(
-            f"{c['topk_overlap'][str(k)]:.4f} / {c['topk_overlap_min'][str(k)]:.4f}" for k in result["topks"]
-        )
-        out.append(
-            f"| {c['kind']} | {c['path']} | {c['rows']} | {c['max_len']} | {c['all_written']} | "
-            f"{c['rel_err_vs_fp32']:.2e} | {c['rel_err_vs_stored']:.2e} | {overlaps} |"
-        )
-    out += [
-        "",
-        "| kind | store path | rows | bytes equal to torch reference | max rel err vs fp64 |",
-        "|---|---|---|---|---|",
-    ]
-    for s in result["store_checks"]:
-        out.append(
-            f"| {s['kind']} | {s['path']} | {s['rows']} | {s['bytes_equal_fraction']:.6f} | {s['max_err_vs_exact']:.2e} |"
-        )
-    out += [
-        "",
-        "## Decode: paged logits as CUDA-graph replays, every request on its own shuffled pages",
-        "",
-        f"Launch shapes chosen by the sweep: bf16 {_fmt_cfg(result['decode_config']['bf16'], False)}, "
-        f"fp8 {_fmt_cfg(result['decode_config']['fp8'], False)}. Bytes = keys x (pool bytes per token + 4 logits bytes). "
-        "Small calls are timed as graphs of many calls on disjoint pages (>= 1 GiB read per replay, L2 flushed "
-        "before each replay), so they read HBM, not the 60 MB L2; time per call = replay time / calls.",
-        "",
-        "| keys | batch | bf16 ms | bf16 GB/s | bf16 % of copy | fp8 ms | fp8 GB/s | fp8 % of copy | "
-        "bf16/fp8 time per key |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    copy = result["copy_gbs"]
-    for row in result["decode"]:
-        b, f = row["bf16"], row["fp8"]
-        out.append(
-            f"| {row['keys']} | {row['batch']} | {b['ms']:.4f} | {b['gbs']:.0f} | {100 * b['gbs'] / copy:.0f}% | "
-            f"{f['ms']:.4f} | {f['gbs']:.0f} | {100 * f['gbs'] / copy:.0f}% | {b['ms'] / f['ms']:.2f} |"
-        )
-    out += [
-        "",
-        "### Short calls: where the microseconds go",
-        "",
-        "bf16 only, the chosen shape: without and with programmatic dependent launch (PDL lets a call's launch "
-        "overlap the previous kernel's tail; the kernel waits on the grid dependency before its first read), "
-        "the chosen shape timed with 256 MiB instead of 1 GiB of distinct keys per graph replay (fewer calls "
-        "share the graph's own launch), and the read-only floor: a kernel with the same grid, page walk and "
-        "logits writes that only sums each key.",
-        "",
-        "| keys | batch | floor us | floor % of copy | no PDL us | % | PDL us | % | chosen at 256 MiB/replay us | % |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in result.get("short_calls", []):
-        cells = [
-            f"{row[k]['ms'] * 1e3:.2f} | {100 * row[k]['gbs'] / copy:.0f}%"
-            for k in ("floor", "plain", "pdl", "chosen_256mib")
-        ]
-        out.append(f"| {row['keys']} | {row['batch']} | " + " | ".join(cells) + " |")
-    out += [
-        "",
-        "## Prefill: ragged logits over one request (causal; keys = tokens / 4)",
-        "",
-        f"Launch shapes: bf16 {_fmt_cfg(result['ragged_config']['bf16'])}, "
-        f"fp8 {_fmt_cfg(result['ragged_config']['fp8'])}.",
-        "",
-        "| path | prefill tokens | ms | peak extra memory | logits | note |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in result["prefill"]:
-        ms = "-" if p["ms"] is None else f"{p['ms']:.2f}"
-        peak = "-" if p["peak_extra_bytes"] is None else f"{p['peak_extra_bytes'] / 2**30:.2f} GiB"
-        out.append(
-            f"| {p['path']} | {p['tokens']} | {ms} | {peak} | {p['logits_bytes'] / 2**30:.2f} GiB | {p['note']} |"
-        )
-    out += ["", "## Targets", ""] + [
-        f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in result["targets"]
-    ]
-    points = ", ".join(f"{k}x{b}" for k, b in result["sweep_points"])
-    out += [
-        "",
-        "## Launch-shape sweep",
-        "",
-        f"Decode: mean over the points (keys x batch) {points} of time / the fastest shape's time at that",
-        "point (1.000 = fastest everywhere), then each point's ms in that order; prefill: ms at "
-        f"{result['prefill_tokens'][0]} tokens.",
-        "",
-    ] + [f"- {line}" for line in result["sweep"]]
-    return "\n".join(out) + "\n"
-
-
-def targets(result: dict) -> list[tuple[bool, str]]:
-    found = []
-    for c in result["logits_checks"]:
-        if c["kind"] != "bf16":
-            continue
-        ok = c["rel_err_vs_fp32"] <= 1e-2 and c["all_written"]
-        found.append(
-            (ok, f"bf16 {c['path']}: rel err {c['rel_err_vs_fp32']:.2e} <= 1e-2, all entries written")
-        )
-        worst = min(c["topk_overlap"].values())
-        found.append((worst >= 0.99, f"bf16 {c['path']}: mean top-k overlap {worst:.4f} >= 0.99"))
-    copy = result["copy_gbs"]
-    big = [r for r in result["decode"] if r["keys"] >= 131072]
-    if big:
-        worst = min(r["bf16"]["gbs"] / copy for r in big)
-        found.append(
-            (worst >= 0.6, f"paged bf16 from 128K keys up: worst {100 * worst:.0f}% of copy bandwidth >= 60%")
-        )
-    ratio = max(r["bf16"]["ms"] / r["fp8"]["ms"] for r in result["decode"])
-    found.append((ratio <= 2.2, f"bf16 time per key within 2.2x of fp8: worst {ratio:.2f}x"))
-    for p in result["prefill"]:
-        if p["path"].startswith("triton") and p["peak_extra_bytes"] is not None:
-            extra = p["peak_extra_bytes"] - p["logits_bytes"]
-            found.append(
-                (extra <= p["logits_bytes"], f"{p['path']} at {p['tokens']} tokens: memory beyond the logits "
-                 f"{extra / 2**20:.1f} MiB (no intermediate larger than the logits)")
-            )  # fmt: skip
-    return found
 
 
 def run(quick: bool) -> dict:
