@@ -46,6 +46,9 @@ RESULT_COLUMNS: dict[str, str] = {
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
     "prompt_tokens_source": "usage (the server's count) or calibration (the tokenizer's)",
     "calibrated_prompt_tokens": "prompt length measured by the tokenizer during calibration",
+    "server_prompt_tokens": "prompt length the server counted for this request (empty: it gave no count)",
+    "length_error_tokens": "server_prompt_tokens - target_tokens",
+    "length_off_target": "True when the server-counted length is more than 1% (at least 8 tokens) off target",
     "tokenizer": "what measured the calibration: server:/v1/tokenize or tiktoken:<encoding>",
     "needle_token_offset": "token offset of the fact's first token in the rendered prompt",
     "finish_reason": "stop, length, ... as the server reported it",
@@ -119,8 +122,8 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
     """One case as a flat dict of RESULT_COLUMNS (then param_<key> for each of the case's params)."""
     row = _run_fields(run)
     row["variant"] = result.variant
-    if getattr(result, "endpoint", None):  # a per-result endpoint, where the result records one
-        row["endpoint"] = result.endpoint  # type: ignore[attr-defined]
+    if result.endpoint:  # the replica that served the case, where the result records one
+        row["endpoint"] = result.endpoint
     completion = result.completion
     counted = result.outcome in RECALL_OUTCOMES
     usage_prompt = completion.prompt_tokens if completion is not None else None
@@ -142,6 +145,9 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         prompt_tokens=prompt_tokens,
         prompt_tokens_source="usage" if usage_prompt else ("calibration" if prompt_tokens else None),
         calibrated_prompt_tokens=result.prompt_tokens,
+        server_prompt_tokens=result.server_prompt_tokens,
+        length_error_tokens=result.length_error_tokens,
+        length_off_target=result.length_off_target,
         tokenizer=result.tokenizer,
         needle_token_offset=result.needle_token_offset,
         finish_reason=completion.finish_reason if completion else None,
@@ -169,6 +175,9 @@ _DTYPES = {
     "trial": "int64",
     "prompt_tokens": "Int64",
     "calibrated_prompt_tokens": "Int64",
+    "server_prompt_tokens": "Int64",
+    "length_error_tokens": "Int64",
+    "length_off_target": "bool",
     "needle_token_offset": "Int64",
     "completion_tokens": "Int64",
     "decode_gaps": "Int64",

@@ -164,14 +164,7 @@ def render_html(
         suites=suites,
         lengths=frames.length_frames(frame),
         failures=frames.failures(frame),
-        off_target=[
-            (
-                r.case_id,
-                f"target {r.target_tokens}, server counted {r.server_prompt_tokens} ({r.length_error_tokens:+d})",
-            )
-            for r in results
-            if r.length_off_target and r.length_error_tokens is not None
-        ],
+        off_target=frames.off_target(frame),
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
         or "–",
         metadata=metadata_rows(run),
