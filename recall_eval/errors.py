@@ -16,3 +16,7 @@ class BadInput(UserError):
 
     def __init__(self, message: str):
         super().__init__(message, exit_code=2)
+
+
+class AuthFailed(UserError):
+    """The server answered 401/403: the API key is missing or wrong (never worked around)."""

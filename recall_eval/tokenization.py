@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from recall_eval.errors import UserError
+from recall_eval.errors import AuthFailed, UserError
 from recall_eval.transport import RequestFailed, RetryPolicy, auth_failure, with_retries
 from recall_eval.types import ChatMessage, Endpoint
 
@@ -225,9 +225,8 @@ async def probe_tokenizer(
         try:
             if await candidate.count_messages(_PROBE) > 0:
                 return candidate
-        except UserError as err:
-            if "rejected the API key" in str(err):
-                raise
-        except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        except AuthFailed:
+            raise  # a key problem is the user's to fix, not a reason to count another way
+        except (UserError, httpx.HTTPError, ValueError, AttributeError, TypeError):
             continue
     return TiktokenTokenizer()

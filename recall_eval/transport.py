@@ -25,7 +25,7 @@ from typing import Literal, TypeVar
 
 import httpx
 
-from recall_eval.errors import UserError
+from recall_eval.errors import AuthFailed
 
 _T = TypeVar("_T")
 
@@ -177,9 +177,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def auth_failure(url: str, status: int) -> UserError:
-    what = "rejected the API key" if status in (401, 403) else "refused the request"
-    return UserError(f"{url} answered HTTP {status}: the server {what}; {AUTH_FIX}")
+def auth_failure(url: str, status: int) -> AuthFailed:
+    """The one line for a 401/403 answer."""
+    return AuthFailed(f"{url} answered HTTP {status}: the server rejected the API key; {AUTH_FIX}")
 
 
 def classify_error_message(message: str, status: int | None) -> FailureKind:

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from recall_eval.client import ChatClient
-from recall_eval.errors import UserError
+from recall_eval.errors import AuthFailed, UserError
 from recall_eval.server_probe import probe_server
+from recall_eval.tokenization import probe_tokenizer
 from recall_eval.transport import (
     RequestFailed,
     RetryPolicy,
@@ -89,6 +90,15 @@ async def test_401_on_probe_names_the_fix():
     )
     with pytest.raises(UserError, match="HTTP 401.*--api-key.*RECALL_EVAL_API_KEY.*OPENAI_API_KEY"):
         await probe_server("http://test", http)
+
+
+async def test_403_while_choosing_the_tokenizer_stops_instead_of_falling_back():
+    """A key problem is not a reason to measure lengths another way: every candidate would be refused."""
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(403, json={"error": "forbidden"}))
+    )
+    with pytest.raises(AuthFailed, match="HTTP 403.*rejected the API key.*--api-key"):
+        await probe_tokenizer(Endpoint(base_url="http://test", model="m"), http)
 
 
 async def test_retry_honours_retry_after_and_is_bounded():
