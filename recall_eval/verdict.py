@@ -5,11 +5,14 @@
     2  bad input (options, specs, paths), rejected before any server starts
     3  finished, but no case got an answer from a live model (every outcome an infrastructure one):
        nothing was measured
-    4  finished, recall below --fail-under (overall or for a suite)
+    4  finished, recall below --fail-under (overall or for a suite), or (compare --fail-on-regression)
+       a variant significantly worse than the first on the paired cases
   130  interrupted (Ctrl-C)
 
 Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
-the gate compares that point estimate with the threshold.
+the gate compares that point estimate with the threshold. A compare is judged variant by variant with
+the same rules (compare_verdict); its regressions come from the compare report's paired test
+(recall_eval.api.gating), here they are only worded and counted.
 """
 
 from __future__ import annotations
@@ -102,8 +105,9 @@ def _recall_line(name: str, row: pd.Series | None, threshold: float) -> str | No
     return None
 
 
-def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdict:
-    """The exit code of a run that finished, and the lines that explain a non-zero one."""
+def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: str = "") -> Verdict:
+    """The exit code of a run that finished, and the lines that explain a non-zero one.
+    where: what every line starts with (compare: "variant B, "); sweep leaves it empty."""
     results = list(results)
     frame = frame_of([(None, results)])
     overall = recall_table(frame).iloc[0]
@@ -112,15 +116,55 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None) -> Verdic
         counted = ", ".join(f"{o} {outcomes[o]}" for o in INFRA_OUTCOMES if o in outcomes)
         why = f" ({counted})" if counted else ""
         return Verdict(
-            EXIT_NO_ANSWER, (f"no case got an answer from a live model{why}: nothing was measured",)
+            EXIT_NO_ANSWER, (f"{where}no case got an answer from a live model{why}: nothing was measured",)
         )
     if gate is None:
         return Verdict(EXIT_OK, ())
     lines = []
     if gate.overall is not None:
-        lines.append(_recall_line("overall", overall, gate.overall))
+        lines.append(_recall_line(f"{where}overall", overall, gate.overall))
     by_suite = recall_table(frame, by=["suite"])
     for suite, threshold in gate.per_suite.items():
-        lines.append(_recall_line(suite, by_suite.loc[suite] if suite in by_suite.index else None, threshold))
+        row = by_suite.loc[suite] if suite in by_suite.index else None
+        lines.append(_recall_line(f"{where}{suite}", row, threshold))
     unmet = tuple(line for line in lines if line is not None)
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, unmet)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A variant whose recall is significantly lower than the baseline's (the first variant's) on the
+    paired cases of a suite (or overall): the compare report's exact McNemar test, p below its alpha."""
+
+    variant: str
+    baseline: str
+    suite: str  # a suite name, or "overall"
+    recall_baseline: float  # recall of each over its own answered cases, as the report prints it
+    recall_variant: float
+    lost: int  # paired cases that pass under the baseline, not under the variant
+    gained: int
+    p_value: float
+    alpha: float
+
+    def line(self) -> str:
+        return (
+            f"variant {self.variant}, {self.suite}: recall {self.recall_baseline:.3f} -> "
+            f"{self.recall_variant:.3f} against {self.baseline}, {self.lost} pass->miss and {self.gained} "
+            f"miss->pass on paired cases, exact McNemar p = {self.p_value:.2g} < {self.alpha:g} (--fail-on-regression)"
+        )
+
+
+def compare_verdict(
+    variants: Sequence[tuple[str, Iterable[Result]]],
+    gate: RecallGate | None = None,
+    regressions: Sequence[Regression] = (),
+) -> Verdict:
+    """The exit code of a compare that finished: each variant judged as a sweep's run is (3 when one
+    got no answer from a live model, its lines first; 4 for a threshold it missed), and 4 for each
+    regression; the lines name the variant."""
+    endings = [verdict(results, gate, where=f"variant {label}, ") for label, results in variants]
+    unanswered = [line for ending in endings if ending.exit_code == EXIT_NO_ANSWER for line in ending.lines]
+    if unanswered:
+        return Verdict(EXIT_NO_ANSWER, tuple(unanswered))
+    unmet = [line for ending in endings for line in ending.lines] + [r.line() for r in regressions]
+    return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, tuple(unmet))

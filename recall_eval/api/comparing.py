@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_eval.api.execute import reuse_key_of, run_versions
+from recall_eval.api.gating import compare_gate, gate_compare
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
@@ -322,12 +323,14 @@ def compare(
     then go at once with their requests interleaved case by case (compare.json's `interleaved`). Options as
     in `sweep` (a CompareOptions, flat keywords, or both). `command` is recorded in compare.json
     (default: the equivalent `recall-eval compare` line). Raises like `sweep`; RunStopped and
-    RunInterrupted carry the variant's label.
+    RunInterrupted carry the variant's label. A bad `fail_under` raises BadInput before anything starts;
+    the record's `verdict` says how a CI job should end (recall_eval.verdict's exit codes).
     """
     options = updated(options or CompareOptions(), **fields)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, capture_indexer=options.capture_indexer)
     check_lengths_of(spec)
+    gate = compare_gate(options.fail_under, spec.suites)
     planned = [
         PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
         for p in plan_variants(
@@ -349,6 +352,11 @@ def compare(
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))
     html = write_compare_dir(planned, runs, line)
+    labels = tuple(p.label for p in planned)
     return CompareRecord(
-        path=html.parent, report=html, labels=tuple(p.label for p in planned), runs=tuple(runs)
+        path=html.parent,
+        report=html,
+        labels=labels,
+        runs=tuple(runs),
+        verdict=gate_compare(labels, runs, gate, options.fail_on_regression),
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from recall_eval.types import RunSpec
+from recall_eval.verdict import RecallGate
 
 _Options = TypeVar("_Options")
 
@@ -194,6 +195,11 @@ class CompareOptions:
     model: str | None = None  # model name to send to the base_urls
     rerun: bool = False  # run every variant again instead of reusing finished runs
     capture_indexer: bool = False
+    # the CI gate (CompareRecord.verdict): every variant's recall at least this, overall ("0.95"), per
+    # suite ("needle=0.98,config=0.8") or both (recall_eval.verdict.parse_fail_under)
+    fail_under: str | RecallGate | None = None
+    # a later variant significantly worse than the first on paired cases (the report's McNemar test)
+    fail_on_regression: bool = False
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:

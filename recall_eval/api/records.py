@@ -13,6 +13,7 @@ from recall_eval.frame import frame_of
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
+from recall_eval.verdict import EXIT_OK, Verdict
 
 REPORT_FILE = "report.html"
 
@@ -94,6 +95,9 @@ class CompareRecord:
     report: Path  # compare.html
     labels: tuple[str, ...]
     runs: tuple[RunRecord, ...]
+    # how a CI job should end (exit code, and a line per unmet threshold or regression): --fail-under,
+    # --fail-on-regression, and 3 when a variant got no answer from a live model
+    verdict: Verdict = Verdict(EXIT_OK, ())
 
 
 class RunStopped(UserError):

@@ -11,6 +11,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from recall_eval import api
 from recall_eval.cli import options as opt
@@ -71,11 +72,31 @@ def compare(
     open_report: Annotated[
         bool, typer.Option("--open", help="Open the compare report in the browser.")
     ] = False,
+    fail_under: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-under",
+            help="Exit 4 when any variant's recall is below this: overall (0.95), per suite "
+            "(needle=0.98,config=0.8), or both; one line per variant and suite that missed.",
+        ),
+    ] = None,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 4 when a variant's recall is significantly lower than the first variant's on the "
+            "same cases (the report's exact McNemar test, p < 0.05), per suite. Put the baseline first.",
+        ),
+    ] = False,
 ) -> None:
     """Compare server variants on identical cases: paired recall test, difference heatmaps, throughput.
 
     The same seed gives every variant the same cases. A finished run with the same cases and target is
-    reused (--rerun runs it again), an interrupted one is resumed."""
+    reused (--rerun runs it again), an interrupted one is resumed.
+
+    Exit codes: 0 finished (and every gate met); 1 could not run or stopped early; 2 bad input;
+    3 a variant got no answer from a live model; 4 below --fail-under or a --fail-on-regression drop;
+    130 interrupted."""
     options = api.CompareOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
@@ -95,6 +116,8 @@ def compare(
         model=model,
         rerun=rerun,
         capture_indexer=capture_indexer,
+        fail_under=fail_under,
+        fail_on_regression=fail_on_regression,
     )
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     try:
@@ -114,3 +137,7 @@ def compare(
     print(record.report)
     if open_report:
         open_in_browser(record.report)
+    for line in record.verdict.lines:
+        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    if record.verdict.exit_code:
+        raise typer.Exit(record.verdict.exit_code)
