@@ -4,6 +4,8 @@ It answers with the first ZEBRA-like code in the prompt, one character per SSE c
 directives in the prompt: "@die" exits the process mid-request (a crash), "@slow" sleeps 30 s,
 "@e500" answers HTTP 500, "@long" answers 400 with SGLang's context-length message.
 The end-to-end tests use the real reference server instead.
+Started with a second argument `wrong` (python tiny_server.py PORT wrong) it answers every code
+reversed: a server that misses every needle on purpose (a broken kernel, for the regression gate).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 CODE = re.compile(r"[A-Z]+-\d+-[A-Z]+")
+WRONG = sys.argv[2:3] == ["wrong"]
 app = FastAPI()
 
 
@@ -50,6 +53,8 @@ async def chat(request: Request):
         )
     found = CODE.search(prompt)
     answer = found.group() if found else "I do not know"
+    if WRONG and found:
+        answer = answer[::-1]
 
     async def stream():
         if "@die" in prompt:
