@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from recall_eval.api.gating import gate_compare, regressions
+from recall_eval.api.records import RunRecord
 from recall_eval.errors import BadInput
-from recall_eval.types import Result
+from recall_eval.stats import mcnemar_exact
+from recall_eval.types import Result, Run, RunSpec
 from recall_eval.verdict import (
     EXIT_BELOW_GATE,
     EXIT_NO_ANSWER,
     EXIT_OK,
     RecallGate,
+    Regression,
+    compare_verdict,
     parse_fail_under,
     parse_retry,
     verdict,
@@ -80,3 +87,59 @@ def test_gate_overall_and_per_suite():
     assert per_suite.exit_code == EXIT_BELOW_GATE
     assert per_suite.lines == ("config: recall 0.800 (8/10) below --fail-under 0.85",)  # needle meets 0.98
     assert verdict(run, RecallGate(0.9, {"needle": 0.98, "config": 0.8})).exit_code == EXIT_OK
+
+
+def record(*parts: list[Result]) -> RunRecord:
+    """A stored run of these results (same case ids across records: the compare pairs them)."""
+    results = [result for part in parts for result in part]
+    suites = tuple(dict.fromkeys(result.suite for result in results))
+    spec = RunSpec(suites=suites, lengths=(1000,), depths=(50.0,))
+    return RunRecord(path=Path("."), run=Run(run_id="r", spec=spec, created_at=0.0), results=tuple(results))
+
+
+def test_compare_verdict_judges_every_variant_like_a_sweep():
+    variants = [("A", results("needle", 10, 0)), ("B", results("needle", 7, 3))]
+    assert compare_verdict(variants) == compare_verdict(variants, RecallGate(0.7, {}))
+    assert compare_verdict(variants).exit_code == EXIT_OK
+    missed = compare_verdict(variants, RecallGate(None, {"needle": 0.8}))
+    assert missed.exit_code == EXIT_BELOW_GATE
+    assert missed.lines == ("variant B, needle: recall 0.700 (7/10) below --fail-under 0.8",)
+    both = compare_verdict(variants, RecallGate(1.0, {}))
+    assert both.lines == ("variant B, overall: recall 0.700 (7/10) below --fail-under 1",)
+
+
+def test_a_compare_variant_that_measured_nothing_exits_3_before_any_gate():
+    drop = Regression("B", "A", "needle", 1.0, 0.0, 12, 0, 0.0005, 0.05)
+    variants = [("A", results("needle", 1, 9)), ("B", results("needle", 0, 0, infra=4))]
+    ending = compare_verdict(variants, RecallGate(0.9, {}), [drop])
+    assert ending.exit_code == EXIT_NO_ANSWER
+    assert ending.lines == (
+        "variant B, no case got an answer from a live model (too_long 4): nothing was measured",
+    )
+
+
+def test_regressions_use_the_reports_paired_test_per_suite_and_overall():
+    base = record(results("needle", 12, 0), results("config", 6, 0))
+    broken = record(results("needle", 0, 12), results("config", 6, 0))
+    found = regressions(["A", "B"], [base, broken])
+    assert [(r.variant, r.baseline, r.suite) for r in found] == [("B", "A", "needle"), ("B", "A", "overall")]
+    needle = found[0]
+    assert (needle.recall_baseline, needle.recall_variant, needle.lost, needle.gained) == (1.0, 0.0, 12, 0)
+    assert needle.p_value == mcnemar_exact(12, 0) and needle.alpha == 0.05
+    assert needle.line() == (
+        "variant B, needle: recall 1.000 -> 0.000 against A, 12 pass->miss and 0 miss->pass on paired "
+        f"cases, exact McNemar p = {mcnemar_exact(12, 0):.2g} < 0.05 (--fail-on-regression)"
+    )
+    assert regressions(["B", "A"], [broken, base]) == []  # a gain is not a regression
+    few = record(results("needle", 7, 5), results("config", 6, 0))  # 5 flips: p = 0.0625
+    assert regressions(["A", "C"], [base, few]) == []
+    assert regressions(["A", "A2"], [base, base]) == []
+
+
+def test_gate_compare_fails_on_a_regression_only_when_asked():
+    base, broken = record(results("needle", 12, 0)), record(results("needle", 0, 12))
+    assert gate_compare(["A", "B"], [base, broken]).exit_code == EXIT_OK
+    gated = gate_compare(["A", "B"], [base, broken], fail_on_regression=True)
+    assert gated.exit_code == EXIT_BELOW_GATE
+    assert [line.split(":")[0] for line in gated.lines] == ["variant B, needle"]  # one suite: no overall
+    assert gate_compare(["A", "B"], [base, base], fail_on_regression=True).exit_code == EXIT_OK
