@@ -195,16 +195,15 @@ class ChatClient:
     async def _once(self, messages: tuple[ChatMessage, ...], max_tokens: int) -> Completion:
         url = f"{self.endpoint.base_url.rstrip('/')}/v1/chat/completions"
         state = _StreamState()
+        on_event = lambda data, arrived: _consume_event(data, state, arrived)  # noqa: E731
+        streams = getattr(self.http, "event_streams", None)  # run_client.RunClient
         sent = time.perf_counter()
-        request = self.http.build_request("POST", url, json=self._body(messages, max_tokens))
         try:
-            response = await _send_streaming(self.http, request, self.timeouts.first_token_s)
-            try:
-                done = await read_event_stream(
-                    response, lambda data, arrived: _consume_event(data, state, arrived), self.timeouts
-                )
-            finally:
-                await response.aclose()
+            if streams is not None and url.startswith("http://"):
+                body = json.dumps(self._body(messages, max_tokens), ensure_ascii=False, separators=(",", ":"))
+                done = await streams.post_event_stream(url, body.encode(), on_event, self.timeouts)
+            else:
+                done = await self._through_httpx(url, self._body(messages, max_tokens), on_event)
         except RequestFailed as failure:
             failure.partial = failure.partial or state.text_so_far()
             raise
@@ -220,6 +219,16 @@ class ChatClient:
             )
         closed = time.perf_counter()
         return self._completion(state, sent, closed)
+
+    async def _through_httpx(
+        self, url: str, body: dict[str, Any], on_event: Callable[[Any, float], object]
+    ) -> bool:
+        request = self.http.build_request("POST", url, json=body)
+        response = await _send_streaming(self.http, request, self.timeouts.first_token_s)
+        try:
+            return await read_event_stream(response, on_event, self.timeouts)
+        finally:
+            await response.aclose()
 
     @staticmethod
     def _completion(state: _StreamState, sent: float, closed: float) -> Completion:

@@ -57,14 +57,14 @@ def _raise_on_error_event(data: Any) -> None:
         raise RequestFailed(classify_error_message(message, status), message, status)
 
 
-class _GapWatchdog:
+class GapWatchdog:
     """The first-token / idle limit on the gap since the last network chunk, with one timer per limit
     period instead of one per chunk: a chunk only notes its time; when the timer fires it re-arms at
-    last chunk + limit, or, if that has passed, expires `scope` (an asyncio.timeout around the read)."""
+    last chunk + limit, or, if that has passed, calls on_expire() once (which ends the read)."""
 
-    def __init__(self, scope: asyncio.Timeout, limits: Timeouts):
+    def __init__(self, on_expire: Callable[[], None], limits: Timeouts):
         self.loop = asyncio.get_running_loop()
-        self.scope, self.limits = scope, limits
+        self.on_expire, self.limits = on_expire, limits
         self.flowing = False
         self.last = self.loop.time()
         self.expired_limit: float | None = None
@@ -94,14 +94,71 @@ class _GapWatchdog:
             self._arm()
             return
         self.expired_limit = self.limit
-        self.scope.reschedule(self.loop.time())
+        self.on_expire()
 
-    def waiting_for(self) -> str:
-        return "data" if self.flowing else "first token"
+    def failure(self) -> RequestFailed:
+        waiting_for = "data" if self.flowing else "first token"
+        return RequestFailed("timeout", f"no {waiting_for} within {self.expired_limit:g}s")
 
     def stop(self) -> None:
         if self.handle is not None:
             self.handle.cancel()
+
+
+class EventStreamParser:
+    """Server-sent events from network chunks, fed as they arrive (from an httpx response or straight
+    from a socket, recall_eval.stream_connection): each decoded `data:` event goes to
+    on_event(data, arrived) with the arrival time of the chunk that completed it.
+
+    on_event returning a truthy value marks generated text (`text_started`); `done` is set at [DONE],
+    after which further bytes are ignored. A malformed event or an error event raises RequestFailed
+    from feed(); finish() (at the end of the body) raises one when the body was not an event stream.
+    """
+
+    def __init__(self, on_event: Callable[[Any, float], object]):
+        self.on_event = on_event
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buffer, self.seen_events, self.other_text = "", 0, ""
+        self.done = self.text_started = False
+
+    def feed(self, raw: bytes, arrived: float) -> None:
+        if self.done:
+            return
+        self.buffer += self.decoder.decode(raw)
+        *lines, self.buffer = self.buffer.split("\n")
+        self._lines(lines, arrived)
+
+    def finish(self, arrived: float) -> bool:
+        """The body ended: parse what is left; True when [DONE] arrived."""
+        if not self.done:
+            rest = self.buffer + self.decoder.decode(b"", final=True)
+            self.buffer = ""
+            self._lines(rest.split("\n"), arrived)
+        if not self.done and not self.seen_events and self.other_text:
+            raise RequestFailed("protocol", f"the answer is not an event stream: {excerpt(self.other_text)}")
+        return self.done
+
+    def _lines(self, lines: list[str], arrived: float) -> None:
+        for line in lines:
+            line = line.rstrip("\r")
+            if not line.startswith("data:"):
+                if line.strip() and not line.startswith((":", "event:", "id:", "retry:")):
+                    self.other_text += line[:EXCERPT_CHARS] + " "
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                self.done = True
+                return
+            if not payload:
+                continue
+            self.seen_events += 1
+            try:
+                data = json.loads(payload)
+            except ValueError as err:
+                raise RequestFailed("protocol", f"malformed stream event: {excerpt(payload, 120)}") from err
+            _raise_on_error_event(data)
+            if self.on_event(data, arrived):
+                self.text_started = True
 
 
 def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -120,75 +177,44 @@ async def read_event_stream(
     on_event: Callable[[Any, float], object],
     timeouts: Timeouts | None = None,
 ) -> bool:
-    """Read a streamed (SSE) response: each decoded `data:` event goes to on_event(data, arrived), until
-    [DONE]. `arrived` is the perf_counter time its bytes came off the socket (taken per network chunk,
-    before any parsing), so events parsed later, or after a busy moment, keep their true arrival times.
+    """Read a streamed (SSE) httpx response with an EventStreamParser, until [DONE] or the end of the
+    body. `arrived` is the perf_counter time a chunk came off the transport (taken before parsing),
+    so events parsed later, or after a busy moment, keep their true arrival times.
 
-    Returns True when [DONE] arrived. Bytes are decoded as UTF-8 with replacement, JSON strings are
-    cleaned of lone surrogates. on_event returning a truthy value marks generated text: from then on
-    the idle limit (gap between chunks) applies instead of the first-token limit. An HTTP error
-    status, a malformed event, a body that is not an event stream or an error event raises
-    RequestFailed; a transport error (dropped connection) propagates as httpx.TransportError.
+    Returns True when [DONE] arrived. Once on_event has returned a truthy value (generated text) the
+    idle limit (gap between chunks) applies instead of the first-token limit. An HTTP error status,
+    a malformed event, a body that is not an event stream or an error event raises RequestFailed;
+    a transport error (dropped connection) propagates as httpx.TransportError.
     """
     limits = timeouts or Timeouts(first_token_s=float("inf"), idle_s=float("inf"))
     if response.status_code >= 400:
         message = error_text(await response.aread())
         raise status_failure(response.status_code, message, response.headers.get("retry-after"))
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    parser = EventStreamParser(on_event)
     chunks = _raw_chunks(response)
     try:
         async with asyncio.timeout(None) as scope:
-            watchdog = _GapWatchdog(scope, limits)
+            loop = asyncio.get_running_loop()
+            watchdog = GapWatchdog(lambda: scope.reschedule(loop.time()), limits)
             try:
-                return await _read_events(chunks, decoder, watchdog, on_event)
+                return await _read_events(chunks, parser, watchdog)
             finally:
                 watchdog.stop()
     except TimeoutError as err:
         if watchdog.expired_limit is None:
             raise
-        raise RequestFailed(
-            "timeout", f"no {watchdog.waiting_for()} within {watchdog.expired_limit:g}s"
-        ) from err
+        raise watchdog.failure() from err
 
 
 async def _read_events(
-    chunks: AsyncIterator[bytes],
-    decoder: codecs.IncrementalDecoder,
-    watchdog: _GapWatchdog,
-    on_event: Callable[[Any, float], object],
+    chunks: AsyncIterator[bytes], parser: EventStreamParser, watchdog: GapWatchdog
 ) -> bool:
-    buffer, seen_events, other_text = "", 0, ""
-    while True:
-        try:
-            raw: bytes | None = await anext(chunks)
-        except StopAsyncIteration:
-            raw = None
+    async for raw in chunks:
         arrived = time.perf_counter()
         watchdog.chunk()
-        buffer += decoder.decode(raw or b"", final=raw is None)
-        *lines, buffer = buffer.split("\n")
-        if raw is None and buffer:
-            lines, buffer = [*lines, buffer], ""
-        for line in lines:
-            line = line.rstrip("\r")
-            if not line.startswith("data:"):
-                if line.strip() and not line.startswith((":", "event:", "id:", "retry:")):
-                    other_text += line[:EXCERPT_CHARS] + " "
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                return True
-            if not payload:
-                continue
-            seen_events += 1
-            try:
-                data = json.loads(payload)
-            except ValueError as err:
-                raise RequestFailed("protocol", f"malformed stream event: {excerpt(payload, 120)}") from err
-            _raise_on_error_event(data)
-            if on_event(data, arrived):
-                watchdog.start_flowing()
-        if raw is None:
-            if not seen_events and other_text:
-                raise RequestFailed("protocol", f"the answer is not an event stream: {excerpt(other_text)}")
-            return False
+        parser.feed(raw, arrived)
+        if parser.text_started:
+            watchdog.start_flowing()
+        if parser.done:
+            return True
+    return parser.finish(time.perf_counter())

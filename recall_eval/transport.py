@@ -142,20 +142,6 @@ class RetryPolicy:
     max_wait_s: float = 30.0  # a Retry-After longer than this is cut to it
 
 
-def make_http_client(
-    auth: ServerAuth | None = None, timeouts: Timeouts | None = None, max_connections: int = 256
-) -> httpx.AsyncClient:
-    """The AsyncClient for one run: auth and headers on every request, connect timeout only (the
-    stream reader and with_retries own the rest), no proxy settings from the environment unless the
-    user asked for them (HTTP(S)_PROXY are honoured: httpx's trust_env)."""
-    limits = timeouts or Timeouts()
-    return httpx.AsyncClient(
-        headers=(auth or ServerAuth()).http_headers(),
-        timeout=httpx.Timeout(None, connect=limits.connect_s),
-        limits=httpx.Limits(max_connections=max_connections),
-    )
-
-
 def make_sync_client(auth: ServerAuth | None = None, timeout_s: float = 10.0) -> httpx.Client:
     """The blocking twin for launchers (readiness polling, /server_info after launch)."""
     return httpx.Client(headers=(auth or ServerAuth()).http_headers(), timeout=timeout_s, trust_env=False)

@@ -27,10 +27,11 @@ from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
+from recall_eval.run_client import make_http_client
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.tokenization import SERVER_TOKENIZER_NAME
-from recall_eval.transport import ServerAuth, make_http_client
+from recall_eval.transport import ServerAuth
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, RunStatus, ServerHandle
 
 

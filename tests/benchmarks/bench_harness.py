@@ -149,12 +149,10 @@ async def _httpx_request(http, endpoint: Endpoint, body: bytes) -> int:
 async def _floor_run(endpoint: Endpoint, requests: int, max_tokens: int) -> list[tuple[str, float, float]]:
     """CPU per request of reading the same streams with less than the harness, at concurrency 1:
     (reader, CPU ms/request, CPU / sum of latencies)."""
-    recipes = suites.build_recipes(
-        "needle", parse_lengths("338..2000:4"), (0.0, 25.0, 50.0, 75.0, 100.0), 4, 3
-    )
+    recipes = _overhead_recipes(requests)
     rows = []
     async with http_client() as http:
-        cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes[:requests])
+        cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes)
         client = ChatClient(endpoint, http, request_timeout_s=600)
         bodies = [json.dumps(client._body(case.messages, max_tokens)).encode() for case in cases]
         readers = (
@@ -172,14 +170,26 @@ async def _floor_run(endpoint: Endpoint, requests: int, max_tokens: int) -> list
     return rows
 
 
+OVERHEAD_LENGTHS, OVERHEAD_DEPTHS = "338..2000:4", (0.0, 50.0, 100.0)
+
+
+def _overhead_recipes(requests: int) -> list:
+    """`requests` needle cases spread over every length and depth (the grid the issue measured on:
+    4 lengths 338..2000 x 3 depths, repeated in trials), not the shortest cases first."""
+    per_trial = len(parse_lengths(OVERHEAD_LENGTHS)) * len(OVERHEAD_DEPTHS)
+    trials = -(-requests // per_trial)
+    recipes = suites.build_recipes("needle", parse_lengths(OVERHEAD_LENGTHS), OVERHEAD_DEPTHS, trials, 3)
+    step = len(recipes) / requests
+    return [recipes[int(index * step)] for index in range(requests)]
+
+
 async def _overhead_run(
     endpoint: Endpoint, requests: int, max_tokens: int, concurrency: int, watch_loop: bool
 ) -> dict[str, float]:
     """One sweep of `requests` cases. watch_loop: run the lag monitor (its own wake-ups cost CPU, so
     CPU time is measured in a pass without it)."""
-    lengths = parse_lengths("338..2000:4")
-    depths = (0.0, 25.0, 50.0, 75.0, 100.0)
-    recipes = suites.build_recipes("needle", lengths, depths, 4, 3)[:requests]
+    lengths, depths = parse_lengths(OVERHEAD_LENGTHS), OVERHEAD_DEPTHS
+    recipes = _overhead_recipes(requests)
     with tempfile.TemporaryDirectory() as home:
         spec = RunSpec(lengths=lengths, depths=depths, max_tokens=max_tokens)
         store = RunStore.create(Run(run_id="bench", spec=spec, created_at=time.time()), Path(home))

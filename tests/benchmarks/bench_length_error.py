@@ -29,8 +29,9 @@ import suites  # noqa: E402
 from recall_eval.calibration import Calibrator, tolerance  # noqa: E402
 from recall_eval.client import ChatClient  # noqa: E402
 from recall_eval.grid import parse_depths, parse_lengths  # noqa: E402
+from recall_eval.run_client import make_http_client  # noqa: E402
 from recall_eval.tokenization import TiktokenTokenizer, UsageTokenizer, probe_tokenizer  # noqa: E402
-from recall_eval.transport import ServerAuth, make_http_client  # noqa: E402
+from recall_eval.transport import ServerAuth  # noqa: E402
 from recall_eval.types import Endpoint  # noqa: E402
 from tests.e2e.reference_server import ReferenceServer  # noqa: E402
 from tests.e2e.served_process import free_port, start_served  # noqa: E402

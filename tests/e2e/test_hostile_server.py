@@ -29,7 +29,11 @@ def hostile(tmp_path):
     server.stop()
 
 
-def test_sweep_survives_every_hostile_behaviour(hostile, tmp_path):
+@pytest.mark.parametrize("reader", ["event-stream connections", "httpx"])
+def test_sweep_survives_every_hostile_behaviour(hostile, tmp_path, monkeypatch, reader):
+    """Both readers of streamed answers (recall_eval.stream_connection, and httpx where a proxy is
+    set or RECALL_EVAL_HTTP=httpx) meet every misbehaviour with the same outcomes."""
+    monkeypatch.setenv("RECALL_EVAL_HTTP", "httpx" if reader == "httpx" else "")
     out = tmp_path / "run"
     started = time.perf_counter()
     completed = run_cli(

@@ -17,9 +17,10 @@ import pytest
 
 from recall_eval.calibration import Calibrator, tolerance
 from recall_eval.client import ChatClient
+from recall_eval.run_client import make_http_client
 from recall_eval.store import load_run
 from recall_eval.tokenization import LLAMACPP_TOKENIZER_NAME, UsageTokenizer, probe_tokenizer
-from recall_eval.transport import ServerAuth, make_http_client
+from recall_eval.transport import ServerAuth
 from recall_eval.types import Endpoint
 from suites import build_recipes
 from tests.e2e.cli import error_lines, run_cli

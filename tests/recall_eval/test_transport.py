@@ -13,6 +13,7 @@ import pytest
 
 from recall_eval.client import ChatClient
 from recall_eval.errors import AuthFailed, UserError
+from recall_eval.run_client import make_http_client
 from recall_eval.server_probe import probe_server
 from recall_eval.tokenization import probe_tokenizer
 from recall_eval.transport import (
@@ -20,7 +21,6 @@ from recall_eval.transport import (
     RetryPolicy,
     ServerAuth,
     Timeouts,
-    make_http_client,
     parse_header,
     retry_after_seconds,
     with_retries,

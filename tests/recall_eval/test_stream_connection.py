@@ -1,0 +1,201 @@
+"""The event-stream connections (recall_eval.stream_connection) over real sockets: a scripted HTTP/1.1
+server in the test's own loop answers each request with the chunks (bytes) and pauses (floats) it is
+given, so limits, errors, keep-alive reuse and stale connections are exercised byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from recall_eval.client import ChatClient
+from recall_eval.run_client import make_http_client
+from recall_eval.stream_connection import EventStreamPool, stream_connections_enabled
+from recall_eval.transport import RequestFailed, Timeouts
+from recall_eval.types import ChatMessage, Endpoint
+
+LIMITS = Timeouts(connect_s=2, first_token_s=0.3, idle_s=0.5, total_s=10)
+
+
+def _event(text: str) -> bytes:
+    return f"data: {json.dumps({'choices': [{'delta': {'content': text}}]})}\n\n".encode()
+
+
+def _chunked(piece: bytes) -> bytes:
+    return f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+class ScriptedServer:
+    """Each request gets the next script: a list of raw bytes to write and floats to sleep; a script
+    ending in "close" closes the connection after it. Counts connections and requests."""
+
+    def __init__(self, scripts):
+        self.scripts, self.connections, self.requests = list(scripts), 0, 0
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1/chat/completions"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+    async def _serve(self, reader, writer):
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
+                await reader.readexactly(length)
+                self.requests += 1
+                for step in self.scripts.pop(0):
+                    if step == "close":
+                        writer.close()
+                        return
+                    if isinstance(step, float):
+                        await asyncio.sleep(step)
+                    else:
+                        writer.write(step)
+                        await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+def _answer(*texts: str) -> list:
+    return [OK_HEAD, *(_chunked(_event(t)) for t in texts), _chunked(b"data: [DONE]\n\n"), b"0\r\n\r\n"]
+
+
+async def _read(
+    pool: EventStreamPool, url: str, limits: Timeouts = LIMITS
+) -> tuple[bool, list[tuple[str, float]]]:
+    seen: list[tuple[str, float]] = []
+
+    def handle(data, arrived):
+        text = data["choices"][0]["delta"].get("content") or ""
+        seen.append((text, arrived))
+        return bool(text)
+
+    return await pool.post_event_stream(url, b"{}", handle, limits), seen
+
+
+async def test_answers_reuse_one_kept_alive_connection_and_times_come_from_arrival():
+    scripts = [
+        [
+            OK_HEAD,
+            _chunked(_event("a")),
+            0.2,
+            _chunked(_event("b")),
+            _chunked(b"data: [DONE]\n\n"),
+            b"0\r\n\r\n",
+        ]
+    ]
+    scripts += [_answer("c", "d") for _ in range(3)]
+    async with ScriptedServer(scripts) as server:
+        pool = EventStreamPool([], connect_s=2)
+        done, seen = await _read(pool, server.url)
+        assert done and [t for t, _ in seen] == ["a", "b"] and seen[1][1] - seen[0][1] >= 0.19
+        for _ in range(3):
+            done, seen = await _read(pool, server.url)
+            assert done and [t for t, _ in seen] == ["c", "d"]
+        pool.close()
+    assert server.requests == 4 and server.connections == 1
+
+
+async def test_a_connection_the_server_closed_while_idle_is_replaced_once():
+    async with ScriptedServer([[*_answer("a"), "close"], _answer("b")]) as server:
+        pool = EventStreamPool([], connect_s=2)
+        assert (await _read(pool, server.url))[0]
+        await asyncio.sleep(0.1)  # the pooled connection is now closed by the server
+        done, seen = await _read(pool, server.url)
+        pool.close()
+    assert done and [t for t, _ in seen] == ["b"] and server.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("script", "kind", "message"),
+    [
+        ([OK_HEAD, _chunked(b": keep-alive\n\n"), 5.0], "timeout", "no first token within 0.3s"),
+        ([OK_HEAD, _chunked(_event("a")), 0.1, _chunked(_event("b")), 5.0], "timeout", "no data within 0.5s"),
+        ([OK_HEAD, _chunked(_event("a")), "close"], "connection", "the answer broke off"),
+        ([OK_HEAD, _chunked(b"data: {not json\n\n"), b"0\r\n\r\n"], "protocol", "malformed stream event"),
+        (
+            [b"HTTP/1.1 400 Bad Request\r\ncontent-length: 71\r\n\r\n",
+             b'{"error": {"message": "longer than the model\'s context length (9 > 8)"}}'[:71]],
+            "too_long", "HTTP 400",
+        ),
+        (
+            [b"HTTP/1.1 429 Too Many\r\nretry-after: 7\r\ncontent-length: 2\r\n\r\n{}"],
+            "server", "HTTP 429",
+        ),
+    ],
+)  # fmt: skip
+async def test_failures_are_the_same_kinds_as_through_httpx(script, kind, message):
+    async with ScriptedServer([script]) as server:
+        pool = EventStreamPool([], connect_s=2)
+        started = time.perf_counter()
+        with pytest.raises(RequestFailed) as info:
+            await _read(pool, server.url)
+        pool.close()
+    assert info.value.kind == kind and message in str(info.value), str(info.value)
+    assert time.perf_counter() - started < 2
+    if "429" in message:
+        assert info.value.retry_after_s == 7
+
+
+async def test_chat_client_takes_the_event_stream_path_with_auth_and_falls_back_to_httpx(monkeypatch):
+    """Through ChatClient and the run's client: the key travels on the fast path too; with
+    RECALL_EVAL_HTTP=httpx the same answer comes through httpx (no pool)."""
+    seen_heads: list[bytes] = []
+
+    async def serve(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen_heads.append(head)
+        length = int(
+            next(
+                line.split(b":")[1]
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+        )
+        await reader.readexactly(length)
+        writer.write(b"".join(_answer("CODE-1")))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    from recall_eval.transport import ServerAuth
+
+    messages = (ChatMessage(role="user", content="hi"),)
+    for mode in ("", "httpx"):
+        monkeypatch.setenv("RECALL_EVAL_HTTP", mode)
+        async with make_http_client(ServerAuth(api_key="sk-test-123")) as http:
+            assert (http.event_streams is None) == (mode == "httpx")
+            client = ChatClient(Endpoint(base_url=base, model="m"), http, request_timeout_s=5)
+            completion = await client.complete(messages, 8)
+        assert completion.text == "CODE-1" and completion.ttft_s is not None
+    server.close()
+    assert len(seen_heads) == 2 and all(
+        b"authorization: Bearer sk-test-123" in h.replace(b"Authorization", b"authorization")
+        for h in seen_heads
+    )
+
+
+def test_a_configured_proxy_keeps_httpx(monkeypatch):
+    monkeypatch.delenv("RECALL_EVAL_HTTP", raising=False)
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert stream_connections_enabled()
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    assert not stream_connections_enabled()
