@@ -161,6 +161,15 @@ class EventStreamParser:
                 self.text_started = True
 
 
+def feed_chunk(parser: EventStreamParser, watchdog: GapWatchdog, raw: bytes, arrived: float) -> None:
+    """One network chunk, from either reader: note its time for the gap limits, parse it, and once
+    generated text flows switch the watchdog from the first-token limit to the idle limit."""
+    watchdog.chunk()
+    parser.feed(raw, arrived)
+    if parser.text_started:
+        watchdog.start_flowing()
+
+
 def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body's network chunks. Without a content encoding, the transport's stream itself: the
     same bytes as aiter_bytes() (transport errors still arrive as httpx.TransportError) with four
@@ -210,11 +219,7 @@ async def _read_events(
     chunks: AsyncIterator[bytes], parser: EventStreamParser, watchdog: GapWatchdog
 ) -> bool:
     async for raw in chunks:
-        arrived = time.perf_counter()
-        watchdog.chunk()
-        parser.feed(raw, arrived)
-        if parser.text_started:
-            watchdog.start_flowing()
+        feed_chunk(parser, watchdog, raw, time.perf_counter())
         if parser.done:
             return True
     return parser.finish(time.perf_counter())

@@ -27,12 +27,11 @@ from typing import Any
 import h11
 import httpx
 
-from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text
+from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text, feed_chunk
 from recall_eval.transport import RequestFailed, Timeouts, status_failure
 
 HTTP_ENV = "RECALL_EVAL_HTTP"  # "httpx": every request through httpx (a fallback, and for comparison)
 MAX_ERROR_BODY = 65_536  # bytes of an error answer kept for its message
-TAIL_WAIT_S = 0.5  # after [DONE], how long to wait for the body's end so the connection can be reused
 _HEADERS_WE_SET = frozenset({b"host", b"content-length", b"content-type", b"accept-encoding", b"connection"})
 
 
@@ -57,7 +56,6 @@ class _Exchange:
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
         self.inflate: Any = None  # a zlib decompressor when the server compressed the stream anyway
-        self.got_bytes = False
 
     def response(self, event: h11.Response) -> None:
         self.status = event.status_code
@@ -79,10 +77,7 @@ class _Exchange:
         if self.status >= 400:
             self.error_body += chunk[: MAX_ERROR_BODY - len(self.error_body)]
             return
-        self.watchdog.chunk()
-        self.parser.feed(chunk, arrived)
-        if self.parser.text_started:
-            self.watchdog.start_flowing()
+        feed_chunk(self.parser, self.watchdog, chunk, arrived)
         if self.parser.done:
             self.finish(True)
 
@@ -115,9 +110,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.exchange: _Exchange | None = None
         self.closed = False
-        self.answered = False  # the current exchange got response bytes (a stale connection gets none)
+        self.answered = False  # the current request got response bytes (a stale connection gets none)
         self.was_reused = False  # taken from the pool (may have been closed by the server meanwhile)
-        self.body_ended: asyncio.Future[None] | None = None
 
     @property
     def reusable(self) -> bool:
@@ -127,8 +121,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def send(self, request: h11.Request, body: bytes, exchange: _Exchange) -> None:
-        self.exchange = exchange
-        self.body_ended = asyncio.get_running_loop().create_future()
+        self.exchange, self.answered = exchange, False
         assert self.transport is not None
         self.transport.write(
             self.http.send(request) + self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage())
@@ -139,7 +132,7 @@ class _Connection(asyncio.Protocol):
         if self.exchange is None:  # bytes nobody asked for: the connection is not safe to reuse
             self.close()
             return
-        self.exchange.got_bytes = True
+        self.answered = True
         self.http.receive_data(data)
         self._handle_events(arrived)
 
@@ -183,7 +176,6 @@ class _Connection(asyncio.Protocol):
 
     def _exchange_over(self) -> None:
         self.exchange = None
-        self._body_ended()
         if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
             self.http.start_next_cycle()
         else:
@@ -200,13 +192,8 @@ class _Connection(asyncio.Protocol):
             self.exchange = None
             self.close()
 
-    def _body_ended(self) -> None:
-        if self.body_ended is not None and not self.body_ended.done():
-            self.body_ended.set_result(None)
-
     def close(self) -> None:
         self.closed = True
-        self._body_ended()
         if self.transport is not None:
             self.transport.close()
 
@@ -249,12 +236,8 @@ class EventStreamPool:
         )
         connection.send(request, body, exchange)
         try:
-            done = await exchange.result
-            if connection.exchange is exchange:  # [DONE] came first: the body's end follows at once
-                await asyncio.wait([connection.body_ended], timeout=TAIL_WAIT_S)  # type: ignore[list-item]
-            return done
+            return await exchange.result
         finally:
-            connection.answered = exchange.got_bytes
             connection.abandon()
             if not connection.closed:
                 self.idle.setdefault(_key(target), []).append(connection)
@@ -276,7 +259,7 @@ class EventStreamPool:
             for connection in pooled:
                 if connection.reusable:
                     pooled.remove(connection)
-                    connection.was_reused, connection.answered = True, False
+                    connection.was_reused = True
                     return connection
         pooled[:] = [connection for connection in pooled if not connection.closed]
         host, port = _key(target)
