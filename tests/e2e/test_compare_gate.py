@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.cli import error_lines, run_cli
 from tests.e2e.reference_server import ReferenceServer, free_port
+from tests.e2e.served_process import start_served
 
 pytestmark = pytest.mark.slow
 
@@ -57,24 +56,14 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def wrong() -> Iterator[str]:
+def wrong(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(TINY), str(port), "wrong"], start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("wrong") / "server.log"
+    server = start_served([sys.executable, str(TINY), str(port), "wrong"], log, port)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the wrong-answering tiny server did not start"
-            time.sleep(0.1)
-        yield base
+        yield server.base_url
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        server.stop()
 
 
 @pytest.mark.parametrize(

@@ -6,19 +6,17 @@ wrong) and, for 'nothing measured', the reference engine launched through its pr
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from recall_eval.store import load_run
 from tests.e2e.cli import error_lines, run_cli
 from tests.e2e.reference_server import free_port
+from tests.e2e.served_process import start_served
 
 TINY = Path(__file__).resolve().parents[1] / "recall_eval" / "tiny_server.py"
 GRID = ["--lengths", "400,800", "--depths", "0,100", "--trials", "1", "--no-report"]
@@ -29,22 +27,14 @@ def _runs_home() -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny() -> Iterator[str]:
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(TINY), str(port)], start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("tiny") / "server.log"
+    server = start_served([sys.executable, str(TINY), str(port)], log, port)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield base
+        yield server.base_url
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        server.stop()
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,15 @@ def _chunked(piece: bytes) -> bytes:
 OK_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request off the socket (head, then its Content-Length body); returns the head."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+    return head
+
+
 class ScriptedServer:
     """Each request gets the next script: a list of raw bytes to write and floats to sleep; a script
     ending in "close" closes the connection after it. Counts connections and requests."""
@@ -49,15 +58,7 @@ class ScriptedServer:
         self.connections += 1
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(
-                    next(
-                        line.split(b":")[1]
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    )
-                )
-                await reader.readexactly(length)
+                await _read_request(reader)
                 self.requests += 1
                 for step in self.scripts.pop(0):
                     if step == "close":
@@ -159,16 +160,7 @@ async def test_chat_client_takes_the_event_stream_path_with_auth_and_falls_back_
     seen_heads: list[bytes] = []
 
     async def serve(reader, writer):
-        head = await reader.readuntil(b"\r\n\r\n")
-        seen_heads.append(head)
-        length = int(
-            next(
-                line.split(b":")[1]
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length")
-            )
-        )
-        await reader.readexactly(length)
+        seen_heads.append(await _read_request(reader))
         writer.write(b"".join(_answer("CODE-1")))
         await writer.drain()
         writer.close()
