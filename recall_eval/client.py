@@ -89,35 +89,43 @@ class _StreamState:
         return "".join(self.reasoning) + "".join(self.content)
 
 
+def _delta_text(delta: Any, *keys: str) -> str:
+    """The first non-empty text field of a delta, storable (lone surrogates as U+FFFD)."""
+    if not isinstance(delta, dict):
+        return ""
+    for key in keys:
+        value = delta.get(key)
+        if value:
+            text = value if isinstance(value, str) else str(value)
+            return text if text.isascii() else clean_text(text)
+    return ""
+
+
 def _consume_event(data: Any, state: _StreamState, now: float) -> bool:
     if not isinstance(data, dict):
         raise RequestFailed(
             "protocol", f"stream event is not a JSON object: {excerpt(json.dumps(data), 120)}"
         )
     got_text = False
-    for choice in data.get("choices") or []:
+    for choice in data.get("choices") or ():
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta") or {}
-        text = delta.get("content") or "" if isinstance(delta, dict) else ""
-        thought = (
-            (delta.get("reasoning_content") or delta.get("reasoning") or "")
-            if isinstance(delta, dict)
-            else ""
-        )
-        text, thought = clean_text(str(text)), clean_text(str(thought))
+        delta = choice.get("delta")
+        text = _delta_text(delta, "content")
+        thought = _delta_text(delta, "reasoning_content", "reasoning")
         if text or thought:
             state.chunk_times.append(now)
             got_text = True
-        if text:
-            state.content.append(text)
-        if thought:
-            state.reasoning.append(thought)
-        state.chars += len(text) + len(thought)
+            if text:
+                state.content.append(text)
+            if thought:
+                state.reasoning.append(thought)
+            state.chars += len(text) + len(thought)
         if choice.get("finish_reason"):
             state.finish_reason = str(choice["finish_reason"])
-    if isinstance(data.get("usage"), dict):
-        state.usage = data["usage"]
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        state.usage = usage
     if state.chars > MAX_ANSWER_CHARS:
         raise RequestFailed(
             "protocol",

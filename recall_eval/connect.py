@@ -110,7 +110,7 @@ async def connect(
 
 def auth_of(api_key: str | None, headers: Sequence[str] = ()) -> ServerAuth:
     """ServerAuth from the command line: --api-key (else the env vars) and 'Name: value' headers."""
-    from recall_eval.transport import parse_header
+    from recall_eval.transport import has_line_break, parse_header
 
     parsed: dict[str, str] = {}
     for text in headers:
@@ -119,4 +119,10 @@ def auth_of(api_key: str | None, headers: Sequence[str] = ()) -> ServerAuth:
         except ValueError as err:
             raise BadInput(str(err)) from None
         parsed[name] = value
-    return ServerAuth.resolve(api_key, parsed)
+    auth = ServerAuth.resolve(api_key, parsed)
+    if auth.api_key and has_line_break(auth.api_key):
+        raise BadInput(
+            "the API key holds a line break or NUL (read from a file with its newline?); "
+            "pass it on one line with --api-key or $RECALL_EVAL_API_KEY"
+        )
+    return auth

@@ -7,7 +7,6 @@ to the gap since the last network chunk; each event carries the time its bytes a
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import re
 import time
@@ -59,14 +58,15 @@ def _raise_on_error_event(data: Any) -> None:
 
 class GapWatchdog:
     """The first-token / idle limit on the gap since the last network chunk, with one timer per limit
-    period instead of one per chunk: a chunk only notes its time; when the timer fires it re-arms at
-    last chunk + limit, or, if that has passed, calls on_expire() once (which ends the read)."""
+    period instead of one per chunk: a chunk only notes its arrival time (time.perf_counter, as taken
+    by the reader); when the timer fires it re-arms at last chunk + limit, or, if that has passed,
+    calls on_expire() once (which ends the read)."""
 
     def __init__(self, on_expire: Callable[[], None], limits: Timeouts):
         self.loop = asyncio.get_running_loop()
         self.on_expire, self.limits = on_expire, limits
         self.flowing = False
-        self.last = self.loop.time()
+        self.last = time.perf_counter()
         self.expired_limit: float | None = None
         self.handle: asyncio.TimerHandle | None = None
         self._arm()
@@ -77,10 +77,11 @@ class GapWatchdog:
 
     def _arm(self) -> None:
         if self.limit != float("inf"):
-            self.handle = self.loop.call_at(self.last + self.limit, self._check)
+            delay = max(0.0, self.last + self.limit - time.perf_counter())
+            self.handle = self.loop.call_later(delay, self._check)
 
-    def chunk(self) -> None:
-        self.last = self.loop.time()
+    def chunk(self, arrived: float) -> None:
+        self.last = arrived
 
     def start_flowing(self) -> None:
         if not self.flowing:
@@ -90,7 +91,7 @@ class GapWatchdog:
             self._arm()
 
     def _check(self) -> None:
-        if self.loop.time() < self.last + self.limit:
+        if time.perf_counter() < self.last + self.limit:
             self._arm()
             return
         self.expired_limit = self.limit
@@ -110,6 +111,8 @@ class EventStreamParser:
     from a socket, recall_eval.stream_connection): each decoded `data:` event goes to
     on_event(data, arrived) with the arrival time of the chunk that completed it.
 
+    Lines are split as bytes and each event's JSON decoded from its bytes (one decode, no text
+    buffer); an event that is not valid UTF-8 is decoded with U+FFFD in place of the bad bytes.
     on_event returning a truthy value marks generated text (`text_started`); `done` is set at [DONE],
     after which further bytes are ignored. A malformed event or an error event raises RequestFailed
     from feed(); finish() (at the end of the body) raises one when the body was not an event stream.
@@ -117,54 +120,74 @@ class EventStreamParser:
 
     def __init__(self, on_event: Callable[[Any, float], object]):
         self.on_event = on_event
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.buffer, self.seen_events, self.other_text = "", 0, ""
+        self.buffer = b""
+        self.seen_events = 0
+        self.other_text = ""
         self.done = self.text_started = False
 
     def feed(self, raw: bytes, arrived: float) -> None:
         if self.done:
             return
-        self.buffer += self.decoder.decode(raw)
-        *lines, self.buffer = self.buffer.split("\n")
+        lines = (self.buffer + raw if self.buffer else raw).split(b"\n")
+        self.buffer = lines.pop()
         self._lines(lines, arrived)
 
     def finish(self, arrived: float) -> bool:
         """The body ended: parse what is left; True when [DONE] arrived."""
         if not self.done:
-            rest = self.buffer + self.decoder.decode(b"", final=True)
-            self.buffer = ""
-            self._lines(rest.split("\n"), arrived)
+            rest, self.buffer = self.buffer, b""
+            self._lines(rest.split(b"\n"), arrived)
         if not self.done and not self.seen_events and self.other_text:
             raise RequestFailed("protocol", f"the answer is not an event stream: {excerpt(self.other_text)}")
         return self.done
 
-    def _lines(self, lines: list[str], arrived: float) -> None:
+    def _lines(self, lines: list[bytes], arrived: float) -> None:
         for line in lines:
-            line = line.rstrip("\r")
-            if not line.startswith("data:"):
-                if line.strip() and not line.startswith((":", "event:", "id:", "retry:")):
-                    self.other_text += line[:EXCERPT_CHARS] + " "
+            if not line.startswith(b"data:"):
+                self._other_line(line)
                 continue
             payload = line[5:].strip()
-            if payload == "[DONE]":
+            if payload == b"[DONE]":
                 self.done = True
                 return
             if not payload:
                 continue
             self.seen_events += 1
-            try:
-                data = json.loads(payload)
-            except ValueError as err:
-                raise RequestFailed("protocol", f"malformed stream event: {excerpt(payload, 120)}") from err
+            data = _event_data(payload)
             _raise_on_error_event(data)
             if self.on_event(data, arrived):
                 self.text_started = True
+
+    def _other_line(self, line: bytes) -> None:
+        """Comments and SSE fields are fine; anything else is kept (a little) to say what came instead."""
+        line = line.rstrip(b"\r")
+        if line.strip() and not line.startswith((b":", b"event:", b"id:", b"retry:")):
+            if len(self.other_text) < 4 * EXCERPT_CHARS:
+                self.other_text += line[:EXCERPT_CHARS].decode("utf-8", "replace") + " "
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _event_data(payload: bytes) -> Any:
+    """One event's JSON value (payload has no surrounding whitespace); RequestFailed if it is not one."""
+    try:
+        text = payload.decode()
+    except UnicodeDecodeError:
+        text = payload.decode("utf-8", "replace")
+    try:
+        data, end = _DECODER.raw_decode(text)  # json.loads without its encoding sniffing
+    except ValueError as err:
+        raise RequestFailed("protocol", f"malformed stream event: {excerpt(text, 120)}") from err
+    if end != len(text):
+        raise RequestFailed("protocol", f"malformed stream event: {excerpt(text, 120)}")
+    return data
 
 
 def feed_chunk(parser: EventStreamParser, watchdog: GapWatchdog, raw: bytes, arrived: float) -> None:
     """One network chunk, from either reader: note its time for the gap limits, parse it, and once
     generated text flows switch the watchdog from the first-token limit to the idle limit."""
-    watchdog.chunk()
+    watchdog.chunk(arrived)
     parser.feed(raw, arrived)
     if parser.text_started:
         watchdog.start_flowing()

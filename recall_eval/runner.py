@@ -14,9 +14,10 @@ between, the sweep stops with SweepStopped.
 Runners running at once (an interleaved compare) share recall_eval.turns: their requests start in
 turn, case by case, so both variants meet the same machine state.
 
-The event loop only awaits: results are appended and fsynced by one writer thread (in finishing
-order; a case counts as done once its line is on disk), death checks (a process scan and a log read)
-and relaunches run in threads, so the timings of the requests in flight stay true.
+The event loop only awaits: results are appended and fsynced by one writer thread
+(recall_eval.results_writer: in finishing order, handed over without waiting; a case counts as done
+for resume once its line is on disk), death checks (a process scan and a log read) and relaunches
+run in threads, so the timings of the requests in flight stay true.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from recall_eval.calibration import tolerance
@@ -32,6 +32,7 @@ from recall_eval.client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_client import IndexerCapture
+from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import score_completion
 from recall_eval.store import RunStore
 from recall_eval.turns import LaneTurns
@@ -123,8 +124,7 @@ class Runner:
         for case in todo:
             queue.put_nowait(case)
         appended = 0
-        loop = asyncio.get_running_loop()
-        writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="results-writer")
+        writer = ResultsWriter(self.store)
         if self.turns is not None:
             await self.turns.join([case.id for case in todo])
 
@@ -135,7 +135,7 @@ class Runner:
                 if self.turns is not None:
                     await self.turns.take(case.id)
                 result, died_on = await self._run_case(case, state, replica.client)
-                await loop.run_in_executor(writer, self.store.append_result, result)
+                writer.put(result)
                 appended += 1
                 self.hooks.on_result(result)
                 if died_on is not None:
@@ -149,9 +149,11 @@ class Runner:
         except BaseExceptionGroup as group:
             raise first_leaf(group) from None
         finally:
-            writer.shutdown(wait=True)  # lines already handed to the writer reach the disk
+            write_error = writer.close()  # lines already handed to the writer reach the disk
             if state.death_check is not None:
                 state.death_check.cancel()
+        if write_error is not None:
+            raise write_error
         return appended
 
     def _result(

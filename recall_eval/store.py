@@ -155,15 +155,17 @@ class RunStore:
         _fsync_dir(self.path)
 
     def append_result(self, result: Result) -> None:
-        """Append one Result as one JSON line, flushed and fsynced before returning."""
+        """Append one Result as one JSON line, written and fsynced before returning."""
+        with self.appender() as appender:
+            appender.append(result)
+
+    def appender(self) -> ResultAppender:
+        """results.jsonl held open for appending (a torn last line is cut first): for a writer that
+        appends many results, without an open and a close per line."""
         if not self._tail_checked:
             self._cut_torn_tail()
             self._tail_checked = True
-        line = redact_result(result, self.redactor).model_dump_json() + "\n"
-        with open(self.results_path, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        return ResultAppender(self.results_path, self.redactor)
 
     def _cut_torn_tail(self) -> None:
         if not self.results_path.exists():
@@ -190,6 +192,32 @@ class RunStore:
         """Case ids with a stored result (in-flight cases are never stored). retry: outcomes that do
         not count as final (`--retry error,timeout`); a case's latest line decides."""
         return {result.case_id for result in self.results() if result.outcome not in retry}
+
+
+class ResultAppender:
+    """An O_APPEND descriptor on results.jsonl: each append writes one whole line (secrets masked)
+    and fsyncs it before returning. Use as a context manager, or close() it."""
+
+    def __init__(self, path: Path, redactor: Redactor):
+        self.redactor = redactor
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, result: Result) -> None:
+        line = memoryview((redact_result(result, self.redactor).model_dump_json() + "\n").encode())
+        while line:  # a short write (a full disk, a signal) writes the rest, or raises OSError
+            line = line[os.write(self.fd, line) :]
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> ResultAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def latest_by_case(results: Iterable[Result]) -> dict[str, Result]:

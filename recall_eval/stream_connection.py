@@ -1,11 +1,14 @@
-"""Streamed chat requests parsed where their bytes arrive: HTTP/1.1 (h11) over asyncio protocols.
+"""Streamed chat requests parsed where their bytes arrive: HTTP/1.1 (httptools) over asyncio protocols.
 
 Why not httpx here: reading an event stream through httpx wakes a task and walks httpx, httpcore
-and anyio for every network chunk (~23 per 32-token answer), which costs 2-3 times the CPU of the
+and anyio for every network chunk (~20 per 32-token answer), which costs 2-3 times the CPU of the
 whole rest of the harness (`python -m tests.benchmarks.bench_harness --floor`). Here each chunk is
-parsed inside the protocol's data_received callback, stamped with the time it came off the socket,
-and one future per request wakes the caller at [DONE]. h11 (the HTTP/1.1 library httpcore uses)
-does the HTTP; this module only moves bytes.
+stamped with the time it came off the socket inside the protocol's data_received callback and
+parsed there by httptools (llhttp, the C parser uvicorn uses); one future per request wakes the
+caller at [DONE]. Until generated text flows every chunk's events are decoded at once (the
+first-token limit needs to know when text starts); after that chunks are kept with their arrival
+times and decoded in one pass at a chunk holding [DONE], at the end of the body, on a failure, or
+every BATCH_BYTES, so a token costs the loop little more than the socket read (see bench_harness).
 
 Used by ChatClient for http:// servers when no proxy is configured (RunClient.event_streams);
 https, a proxy, or RECALL_EVAL_HTTP=httpx keep the httpx path, and every other request (probes,
@@ -24,15 +27,17 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import h11
+import httptools
 import httpx
 
-from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text, feed_chunk
+from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text
 from recall_eval.transport import RequestFailed, Timeouts, status_failure
 
 HTTP_ENV = "RECALL_EVAL_HTTP"  # "httpx": every request through httpx (a fallback, and for comparison)
 MAX_ERROR_BODY = 65_536  # bytes of an error answer kept for its message
+BATCH_BYTES = 65_536  # once text flows, undecoded chunks are decoded when this many bytes wait
 _HEADERS_WE_SET = frozenset({b"host", b"content-length", b"content-type", b"accept-encoding", b"connection"})
+_DONE = b"[DONE]"
 
 
 def stream_connections_enabled() -> bool:
@@ -56,11 +61,13 @@ class _Exchange:
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
         self.inflate: Any = None  # a zlib decompressor when the server compressed the stream anyway
+        self.flowing = False  # generated text arrived: later chunks are kept, decoded in batches
+        self.waiting: list[tuple[float, bytes]] = []  # chunks not decoded yet, with arrival times
+        self.waiting_bytes = 0
 
-    def response(self, event: h11.Response) -> None:
-        self.status = event.status_code
-        self.headers = {name.lower(): value for name, value in event.headers}
-        encoding = self.headers.get(b"content-encoding", b"identity").strip().lower()
+    def response(self, status: int, headers: dict[bytes, bytes]) -> None:
+        self.status, self.headers = status, headers
+        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
         if encoding in (b"gzip", b"x-gzip"):
             self.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == b"deflate":
@@ -72,114 +79,175 @@ class _Exchange:
             )
 
     def data(self, chunk: bytes, arrived: float) -> None:
+        if self.flowing:  # the common case, once per token: keep the chunk, decode later
+            self.watchdog.last = arrived
+            self.waiting.append((arrived, chunk))
+            self.waiting_bytes += len(chunk)
+            if _DONE in chunk or self.waiting_bytes >= BATCH_BYTES:
+                self.decode_waiting()
+                if self.parser.done:
+                    self.finish(True)
+            return
+        if self.result.done():  # after [DONE]: the rest of the body is read only to reuse the connection
+            return
         if self.inflate is not None:
             chunk = self.inflate.decompress(chunk)
         if self.status >= 400:
             self.error_body += chunk[: MAX_ERROR_BODY - len(self.error_body)]
             return
-        feed_chunk(self.parser, self.watchdog, chunk, arrived)
+        self.watchdog.chunk(arrived)
+        self.parser.feed(chunk, arrived)  # decoded now: the watchdog switches limits on the first text
         if self.parser.done:
             self.finish(True)
+        elif self.parser.text_started:
+            self.watchdog.start_flowing()
+            self.flowing = self.inflate is None
+
+    def decode_waiting(self) -> None:
+        """Decode the kept chunks, each event with the arrival time of the chunk that completed it."""
+        waiting, self.waiting, self.waiting_bytes = self.waiting, [], 0
+        for arrived, chunk in waiting:
+            self.parser.feed(chunk, arrived)
 
     def end(self, arrived: float) -> None:
+        self.flowing = False
         if self.status >= 400:
             retry_after = self.headers.get(b"retry-after")
             message = error_text(bytes(self.error_body))
             self.fail(
                 status_failure(self.status, message, retry_after.decode("latin-1") if retry_after else None)
             )
-        else:
+        elif not self.result.done():
+            self.decode_waiting()
             self.finish(self.parser.finish(arrived))
 
     def finish(self, done: bool) -> None:
+        self.flowing = False
         self.watchdog.stop()
         if not self.result.done():
             self.result.set_result(done)
 
     def fail(self, error: BaseException) -> None:
+        """End with an error, unless the kept chunks held the [DONE] (a [DONE] split across two
+        chunks, then a stall or a close): what arrived is decoded first, for the caller's partial."""
+        self.flowing = False
         self.watchdog.stop()
-        if not self.result.done():
+        if self.result.done():
+            return
+        try:
+            self.decode_waiting()
+        except RequestFailed:
+            pass  # the failure being reported comes first
+        if self.parser.done:
+            self.result.set_result(True)
+        else:
             self.result.set_exception(error)
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection; at most one exchange at a time."""
+    """One keep-alive HTTP/1.1 connection; at most one exchange at a time. httptools calls the on_*
+    methods from inside feed_data, in data_received, as it parses each chunk."""
 
     def __init__(self) -> None:
-        self.http = h11.Connection(h11.CLIENT)
+        self.parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.exchange: _Exchange | None = None
         self.closed = False
         self.answered = False  # the current request got response bytes (a stale connection gets none)
         self.was_reused = False  # taken from the pool (may have been closed by the server meanwhile)
+        self.in_response = False  # between a response's first byte and its end
+        self.header_list: list[tuple[bytes, bytes]] = []
+        self.status = 0
+        self.keep_alive = True
+        self.ends_at_close = False  # a body without length or chunking: the server's close ends it
+        self.arrived = 0.0
 
     @property
     def reusable(self) -> bool:
-        return not self.closed and self.exchange is None and self.http.our_state is h11.IDLE
+        return not self.closed and self.exchange is None and not self.in_response
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def send(self, request: h11.Request, body: bytes, exchange: _Exchange) -> None:
+    def send(self, request: bytes, exchange: _Exchange) -> None:
         self.exchange, self.answered = exchange, False
         assert self.transport is not None
-        self.transport.write(
-            self.http.send(request) + self.http.send(h11.Data(data=body)) + self.http.send(h11.EndOfMessage())
-        )
+        self.transport.write(request)
 
     def data_received(self, data: bytes) -> None:
-        arrived = time.perf_counter()
+        self.arrived = time.perf_counter()
         if self.exchange is None:  # bytes nobody asked for: the connection is not safe to reuse
             self.close()
             return
         self.answered = True
-        self.http.receive_data(data)
-        self._handle_events(arrived)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as err:
+            # RequestFailed from a callback: a bad stream, an oversized answer, an error event
+            cause = err.__context__
+            self._broken(cause if isinstance(cause, Exception) else err)
+        except httptools.HttpParserError as err:
+            self._broken(RequestFailed("connection", f"the answer broke off: {err}"))
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.in_response, self.header_list = True, []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_list.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if self.status < 200:  # 100 Continue and friends: the real answer follows
+            return
+        headers = {name.lower(): value for name, value in self.header_list}
+        self.keep_alive = self.parser.should_keep_alive()
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        self.ends_at_close = (
+            not chunked and b"content-length" not in headers and self.status not in (204, 304)
+        )
+        if self.exchange is not None:
+            self.exchange.response(self.status, headers)
+
+    def on_body(self, body: bytes) -> None:
+        if self.exchange is not None:
+            self.exchange.data(body, self.arrived)
+
+    def on_message_complete(self) -> None:
+        if self.status < 200:
+            return
+        self.in_response = False
+        if self.exchange is not None:
+            self.exchange.end(self.arrived)  # if it raises, data_received fails this exchange
+        self.exchange = None
+        if not self.keep_alive:
+            self.close()
 
     def eof_received(self) -> bool:
-        self.http.receive_data(b"")
-        self._handle_events(time.perf_counter())
-        return False
+        return False  # the transport closes; connection_lost decides what the end of the bytes means
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.exchange is not None:
-            why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
-            self.exchange.fail(RequestFailed("connection", f"{why} before the answer ended"))
-            self.exchange = None
-
-    def _handle_events(self, arrived: float) -> None:
-        exchange = self.exchange
-        try:
-            while exchange is not None:
-                event = self.http.next_event()
-                if event is h11.NEED_DATA or event is h11.PAUSED:
-                    return
-                if isinstance(event, h11.Response):
-                    exchange.response(event)
-                elif isinstance(event, h11.Data):
-                    exchange.data(bytes(event.data), arrived)
-                elif isinstance(event, h11.EndOfMessage):
-                    exchange.end(arrived)
-                    self._exchange_over()
-                    return
-                elif isinstance(event, h11.ConnectionClosed):
-                    raise RequestFailed(
-                        "connection", "the server closed the connection before the answer ended"
-                    )
-        except h11.RemoteProtocolError as err:
-            exchange.fail(RequestFailed("connection", f"the answer broke off: {err}"))
-            self.close()
-        except Exception as error:  # RequestFailed: a bad stream, an oversized answer, an error event
-            exchange.fail(error)
-            self.close()
-
-    def _exchange_over(self) -> None:
-        self.exchange = None
-        if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
-            self.http.start_next_cycle()
+        exchange, self.exchange = self.exchange, None
+        if exchange is None:
+            return
+        if exc is None and self.in_response and self.ends_at_close and self.status >= 200:
+            try:
+                exchange.end(time.perf_counter())  # the close is how such a body ends
+            except Exception as error:  # RequestFailed: not an event stream, a bad last event
+                exchange.fail(error)
+            return
+        why = f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection"
+        if self.in_response:
+            exchange.fail(RequestFailed("connection", f"the answer broke off: {why} mid-body"))
         else:
-            self.close()
+            exchange.fail(RequestFailed("connection", f"{why} before answering"))
+
+    def _broken(self, error: Exception) -> None:
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
+            exchange.fail(error)
+        self.close()
 
     def abandon(self) -> None:
         """The caller stopped waiting: on an answered exchange whose body has not ended, keep reading
@@ -203,58 +271,64 @@ class EventStreamPool:
 
     def __init__(self, headers: Iterable[tuple[bytes, bytes]], connect_s: float):
         self.headers = [(name, value) for name, value in headers if name.lower() not in _HEADERS_WE_SET]
+        for name, value in self.headers:
+            if any(byte in name + value for byte in b"\r\n\0"):
+                raise ValueError(f"header {name.decode('latin-1')!r} holds a line break or NUL")
         self.connect_s = connect_s
         self.idle: dict[tuple[str, int], list[_Connection]] = {}
+        self.targets: dict[str, tuple[tuple[str, int], bytes]] = {}  # url -> (host, port), request head
 
     async def post_event_stream(
         self, url: str, body: bytes, on_event: Callable[[Any, float], object], limits: Timeouts
     ) -> bool:
         """POST body (JSON) to url and read the answer's event stream: True when [DONE] arrived.
         A connection kept alive that turns out closed is replaced once, transparently."""
-        target = httpx.URL(url)
-        connection = await self._connection(target)
+        key, head = self._target(url)
+        request = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        connection = await self._connection(key)
         try:
-            return await self._exchange(connection, target, body, on_event, limits)
+            return await self._exchange(connection, key, request, on_event, limits)
         except RequestFailed as failure:
             if failure.kind != "connection" or not connection.was_reused or connection.answered:
                 raise
-        return await self._exchange(
-            await self._connection(target, reuse=False), target, body, on_event, limits
-        )
+        return await self._exchange(await self._connection(key, reuse=False), key, request, on_event, limits)
+
+    def _target(self, url: str) -> tuple[tuple[str, int], bytes]:
+        """The host and the request head up to Content-Length, built once per URL."""
+        known = self.targets.get(url)
+        if known is None:
+            target = httpx.URL(url)
+            lines = [
+                b"POST " + target.raw_path + b" HTTP/1.1",
+                b"Host: " + target.netloc,
+                b"Content-Type: application/json",
+                b"Accept-Encoding: identity",
+                *(name + b": " + value for name, value in self.headers),
+            ]
+            known = self.targets[url] = ((target.host, target.port or 80), b"\r\n".join(lines) + b"\r\n")
+        return known
 
     async def _exchange(
         self,
         connection: _Connection,
-        target: httpx.URL,
-        body: bytes,
+        key: tuple[str, int],
+        request: bytes,
         on_event: Callable[[Any, float], object],
         limits: Timeouts,
     ) -> bool:
         exchange = _Exchange(on_event, limits, on_expire=lambda: _expired(connection, exchange))
-        request = h11.Request(
-            method="POST", target=target.raw_path, headers=self._request_headers(target, body)
-        )
-        connection.send(request, body, exchange)
+        connection.send(request, exchange)
         try:
             return await exchange.result
         finally:
             connection.abandon()
             if not connection.closed:
-                self.idle.setdefault(_key(target), []).append(connection)
+                self.idle.setdefault(key, []).append(connection)
 
-    def _request_headers(self, target: httpx.URL, body: bytes) -> list[tuple[bytes, bytes]]:
-        return [
-            (b"Host", target.netloc),
-            (b"Content-Type", b"application/json"),
-            (b"Content-Length", str(len(body)).encode()),
-            (b"Accept-Encoding", b"identity"),
-            *self.headers,
-        ]
-
-    async def _connection(self, target: httpx.URL, reuse: bool = True) -> _Connection:
-        """An idle kept-alive connection to the target's host, else a new one. A connection still
-        reading the tail of an answered stream stays pooled; a closed one is dropped."""
-        pooled = self.idle.get(_key(target), [])
+    async def _connection(self, key: tuple[str, int], reuse: bool = True) -> _Connection:
+        """An idle kept-alive connection to the host, else a new one. A connection still reading the
+        tail of an answered stream stays pooled; a closed one is dropped."""
+        pooled = self.idle.get(key, [])
         if reuse:
             for connection in pooled:
                 if connection.reusable:
@@ -262,7 +336,7 @@ class EventStreamPool:
                     connection.was_reused = True
                     return connection
         pooled[:] = [connection for connection in pooled if not connection.closed]
-        host, port = _key(target)
+        host, port = key
         try:
             async with asyncio.timeout(self.connect_s):
                 _, connection = await asyncio.get_running_loop().create_connection(_Connection, host, port)
@@ -288,7 +362,3 @@ def _expired(connection: _Connection, exchange: _Exchange) -> None:
     exchange.fail(exchange.watchdog.failure())
     connection.exchange = None
     connection.close()
-
-
-def _key(target: httpx.URL) -> tuple[str, int]:
-    return target.host, target.port or 80

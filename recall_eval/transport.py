@@ -117,7 +117,14 @@ def parse_header(text: str) -> tuple[str, str]:
     name = name.strip()
     if not sep or not name or any(ch.isspace() for ch in name):
         raise ValueError(f"--header {text.split(':')[0]!r}...: write it as 'Name: value'")
+    if has_line_break(value):
+        raise ValueError(f"--header {name}: the value holds a line break or NUL; give it on one line")
     return name, value.strip()
+
+
+def has_line_break(text: str) -> bool:
+    """CR, LF or NUL: never valid in an HTTP header value (they would end it, or split it)."""
+    return any(ch in text for ch in "\r\n\0")
 
 
 @dataclass(frozen=True)

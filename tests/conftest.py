@@ -4,6 +4,7 @@ gpu, browser or sglang are skipped, with the reason, where CUDA, Chromium or sgl
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import importlib.util
 import shutil
@@ -59,3 +60,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _isolated_run_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECALL_EVAL_HOME", str(tmp_path_factory.mktemp("runs")))
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item):
+    """Async tests run on asyncio's loop; those marked both_loops also on uvloop, the CLI's loop
+    (recall_eval.event_loop)."""
+    factories = {"asyncio": asyncio.new_event_loop}
+    if item.get_closest_marker("both_loops") is not None:
+        import uvloop
+
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories

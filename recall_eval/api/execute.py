@@ -3,7 +3,6 @@ them, and keep run.json current however the run ends."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import platform
 import time
@@ -17,6 +16,7 @@ from typing import Any, NoReturn
 import httpx
 
 import suites
+from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunInterrupted, RunStopped
@@ -42,8 +42,16 @@ def package_version() -> str:
         return "0+unknown"
 
 
+# what a run records about the machine that measured it, but that a reused run need not share
+NOT_IN_REUSE_KEY = ("python", "event_loop")
+
+
 def versions(server_version: str | None = None) -> dict[str, str]:
-    found = {"recall-eval": package_version(), "python": platform.python_version()}
+    found = {
+        "recall-eval": package_version(),
+        "python": platform.python_version(),
+        "event_loop": event_loop.loop_name(),  # the client-side timings were taken on it
+    }
     if server_version:
         found["server"] = server_version
     return found
@@ -57,8 +65,8 @@ def run_versions(spec: RunSpec) -> dict[str, str]:
 
 
 def reuse_key_of(spec: RunSpec) -> dict[str, str]:
-    """The entries of run_versions that a reused run must share (not Python's version)."""
-    return {name: value for name, value in run_versions(spec).items() if name != "python"}
+    """The entries of run_versions that a reused run must share (not Python's version, nor the loop)."""
+    return {name: value for name, value in run_versions(spec).items() if name not in NOT_IN_REUSE_KEY}
 
 
 def changed_prompts(store: RunStore) -> str | None:
@@ -138,7 +146,7 @@ def run_recorded(
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers)
                 store.redactor = Redactor(auth.secrets())
-            asyncio.run(run_sweep(store, target, hooks, auth, retry))
+            event_loop.run(run_sweep(store, target, hooks, auth, retry))
     except (KeyboardInterrupt, Exception) as err:
         raise_recorded(store, err)
     finish_run(store, "finished")
@@ -199,7 +207,7 @@ def check_reachable(profile: Profile, request: RequestOptions | None = None) -> 
             urls = target_urls(profile, profile.base_url or "")
             await probe_replicas(urls, http, profile.served_model_name)
 
-    asyncio.run(probe())
+    event_loop.run(probe())
 
 
 async def run_sweep(

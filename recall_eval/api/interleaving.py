@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack, ExitStack
 
+from recall_eval import event_loop
 from recall_eval.api.execute import (
     PreparedSweep,
     Target,
@@ -78,7 +79,7 @@ def run_interleaved_recorded(
                 stack.enter_context(open_target(p, s.path, hooks))
                 for s, p in zip(stores, profiles, strict=True)
             ]
-            asyncio.run(_run_sweeps_interleaved(stores, targets, hooks, auth))
+            event_loop.run(_run_sweeps_interleaved(stores, targets, hooks, auth))
     except _LaneFailed as failed:
         for lane, store in enumerate(stores):
             if lane != failed.lane:

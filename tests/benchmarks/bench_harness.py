@@ -1,7 +1,7 @@
 """Benchmark of the harness itself: case building (calibration) speed and per-request overhead.
 
-    python -m tests.benchmarks.bench_harness [--base-url URL] [--requests N] [--overhead-only]
-        [--floor] [--profile FILE]
+    python -m tests.benchmarks.bench_harness [--base-url URL] [--requests N] [--repeat N]
+        [--overhead-only] [--floor] [--profile FILE]
 
 Without --base-url it starts the real reference server (python -m launchers.reference.server) with
 a context long enough for the default grid, and stops it at the end. Prints two tables (three with --floor):
@@ -14,6 +14,8 @@ a context long enough for the default grid, and stops it at the end. Prints two 
    counts time spent queued behind the other requests, so the wall share is the stricter one), the
    wall time a case spends in the runner outside its request, and the event loop's lag (how late a 1 ms sleeper wakes: what blocking work on the loop would add
    to the timings of the requests in flight).
+The loop is the CLI's (recall_eval.event_loop: uvloop unless RECALL_EVAL_LOOP=asyncio), and so is
+the reader of streamed answers (recall_eval.stream_connection unless RECALL_EVAL_HTTP=httpx).
 Harness CPU is time.process_time() of this process (all its threads, the writer included) over the
 timed sweep only; the reference server is a child process in its own session, not counted.
 --floor adds a third table: the same requests at concurrency 1 read by httpx alone (no parsing) and by a
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import suites  # noqa: E402
+from recall_eval import event_loop  # noqa: E402
 from recall_eval.api.execute import http_client  # noqa: E402
 from recall_eval.calibration import CalibrationCache, Calibrator  # noqa: E402
 from recall_eval.client import ChatClient  # noqa: E402
@@ -156,7 +159,7 @@ async def _floor_run(endpoint: Endpoint, requests: int, max_tokens: int) -> list
         client = ChatClient(endpoint, http, request_timeout_s=600)
         bodies = [json.dumps(client._body(case.messages, max_tokens)).encode() for case in cases]
         readers = (
-            ("bare asyncio socket", lambda body: _socket_request(endpoint, body)),
+            ("bare socket (no HTTP parsing)", lambda body: _socket_request(endpoint, body)),
             ("httpx stream, no parsing", lambda body: _httpx_request(http, endpoint, body)),
         )
         for name, request in readers:
@@ -225,12 +228,19 @@ async def _overhead_run(
     }
 
 
+def _reader_name() -> str:
+    from recall_eval.stream_connection import stream_connections_enabled
+
+    return "event-stream connections" if stream_connections_enabled() else "httpx reader"
+
+
 async def bench_overhead(
-    endpoint: Endpoint, requests: int, max_tokens: int, levels: tuple[int, ...]
+    endpoint: Endpoint, requests: int, max_tokens: int, levels: tuple[int, ...], repeat: int = 1
 ) -> Table:
+    medians = f"medians of {repeat} sweeps of " if repeat > 1 else ""
     table = Table(
-        title=f"harness overhead ({requests} requests per row, max_tokens {max_tokens}; loop lag from a second "
-        "pass with a 1 ms monitor)"
+        title=f"harness overhead ({medians}{requests} requests, max_tokens {max_tokens}, {event_loop.loop_name()} "
+        f"loop, {_reader_name()}; loop lag from one more sweep with a 1 ms monitor)"
     )
     for column in (
         "concurrency",
@@ -245,7 +255,11 @@ async def bench_overhead(
     ):
         table.add_column(column, justify="right")
     for concurrency in levels:
-        row = await _overhead_run(endpoint, requests, max_tokens, concurrency, watch_loop=False)
+        passes = [
+            await _overhead_run(endpoint, requests, max_tokens, concurrency, watch_loop=False)
+            for _ in range(repeat)
+        ]
+        row = {key: statistics.median(one[key] for one in passes) for key in passes[0]}
         lag = await _overhead_run(endpoint, requests, max_tokens, concurrency, watch_loop=True)
         row.update(lag_p99_ms=lag["lag_p99_ms"], lag_max_ms=lag["lag_max_ms"])
         table.add_row(
@@ -272,7 +286,7 @@ async def bench_floor(endpoint: Endpoint, requests: int, max_tokens: int) -> Tab
 
 
 async def main_async(
-    base_url: str, requests: int, max_tokens: int, skip_build: bool, floor: bool = False
+    base_url: str, requests: int, max_tokens: int, skip_build: bool, floor: bool = False, repeat: int = 1
 ) -> None:
     async with http_client() as http:
         facts = await probe_server(base_url, http)
@@ -280,7 +294,7 @@ async def main_async(
     console = Console(width=160)
     if not skip_build:
         console.print(await bench_build(endpoint))
-    console.print(await bench_overhead(endpoint, requests, max_tokens, (1, 8)))
+    console.print(await bench_overhead(endpoint, requests, max_tokens, (1, 8), repeat))
     if floor:
         console.print(await bench_floor(endpoint, requests, max_tokens))
 
@@ -292,6 +306,9 @@ def main() -> None:
     parser.add_argument("--base-url", help="a running server; default: start the reference server")
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="timed sweeps per concurrency; each column is their median"
+    )
     parser.add_argument("--overhead-only", action="store_true", help="skip the case-building table")
     parser.add_argument(
         "--floor",
@@ -313,13 +330,22 @@ def main() -> None:
 
 def _run(args: argparse.Namespace) -> None:
     if args.base_url:
-        asyncio.run(main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor))
+        event_loop.run(
+            main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor)
+        )
         return
     with tempfile.TemporaryDirectory() as logs:
         server = ReferenceServer(Path(logs) / "server.log", "--context-length", "32768")
         try:
-            asyncio.run(
-                main_async(server.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor)
+            event_loop.run(
+                main_async(
+                    server.base_url,
+                    args.requests,
+                    args.max_tokens,
+                    args.overhead_only,
+                    args.floor,
+                    args.repeat,
+                )
             )
         finally:
             server.stop()

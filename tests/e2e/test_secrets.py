@@ -4,13 +4,14 @@ file under the run directory and no line on the console; and the key is really u
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 from recall_eval.redact import MASK
 from recall_eval.store import RunStore, load_run
 from recall_eval.types import PDPart, Profile, Run, RunSpec
-from tests.e2e.cli import error_lines, run_cli
+from tests.e2e.cli import cli_argv, cli_env, error_lines, run_cli
 from tests.e2e.reference_server import ReferenceServer
 
 API_KEY = "sk-planted-apikey-5d1e"
@@ -140,3 +141,16 @@ def test_key_and_headers_given_on_the_command_line_are_used_never_written(tmp_pa
     (compare_dir,) = home.glob("compare-*")
     assert "X-Secret-Token" in (compare_dir / "compare.json").read_text()  # the command line is kept...
     assert leaks(home, console) == []  # ...with the key and the header value masked
+
+
+def test_a_key_with_a_line_break_is_bad_input_before_any_request(tmp_path):
+    """A key read from a file with its newline would split the request head: refused (exit 2) in one
+    line that does not show it, before anything is sent."""
+    env = {**cli_env(), "RECALL_EVAL_API_KEY": "sk-from-a-file-123\n", "RECALL_EVAL_HOME": str(tmp_path)}
+    completed = subprocess.run(
+        cli_argv("sweep", "--base-url", "http://127.0.0.1:9", "--lengths", "400"),
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    lines = error_lines(completed)
+    assert completed.returncode == 2 and len(lines) == 1 and "line break" in lines[0], lines
+    assert "sk-from-a-file" not in completed.stdout + completed.stderr

@@ -96,7 +96,9 @@ def test_reuse_needs_identical_spec_and_target() -> None:
 
 def test_reuse_needs_the_same_package_suites_and_prompts() -> None:
     fp8, _ = plan_variants(["fp8", "bf16"], SPEC)
-    same = store(fp8, versions={"python": "3.99.0", "server": "other"})  # neither changes the prompts
+    same = store(
+        fp8, versions={"python": "3.99.0", "server": "other", "event_loop": "asyncio"}
+    )  # no prompt change
     store(fp8, versions={"recall-eval": "0.0.1"})
     store(fp8, versions={"suite:needle": "0"})
     store(fp8, versions={"prompts": "0" * 64})  # a lexicon edit: same case ids, other prompts

@@ -10,13 +10,15 @@ import time
 
 import pytest
 
-from recall_eval.client import ChatClient
+from recall_eval import stream_connection
+from recall_eval.client import MAX_ANSWER_CHARS, ChatClient
 from recall_eval.run_client import make_http_client
 from recall_eval.stream_connection import EventStreamPool, stream_connections_enabled
 from recall_eval.transport import RequestFailed, Timeouts
 from recall_eval.types import ChatMessage, Endpoint
 
 LIMITS = Timeouts(connect_s=2, first_token_s=0.3, idle_s=0.5, total_s=10)
+pytestmark = pytest.mark.both_loops  # the CLI runs on uvloop (recall_eval.event_loop), unit tests on asyncio
 
 
 def _event(text: str) -> bytes:
@@ -131,6 +133,14 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_once():
         ([OK_HEAD, _chunked(_event("a")), "close"], "connection", "the answer broke off"),
         ([OK_HEAD, _chunked(b"data: {not json\n\n"), b"0\r\n\r\n"], "protocol", "malformed stream event"),
         (
+            [b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 29\r\n\r\n<html>502 from a proxy</html>"],
+            "protocol", "not an event stream",
+        ),
+        (
+            [b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n<html>bad gateway</html>", "close"],
+            "protocol", "not an event stream",
+        ),
+        (
             [b"HTTP/1.1 400 Bad Request\r\ncontent-length: 71\r\n\r\n",
              b'{"error": {"message": "longer than the model\'s context length (9 > 8)"}}'[:71]],
             "too_long", "HTTP 400",
@@ -182,6 +192,65 @@ async def test_chat_client_takes_the_event_stream_path_with_auth_and_falls_back_
         b"authorization: Bearer sk-test-123" in h.replace(b"Authorization", b"authorization")
         for h in seen_heads
     )
+
+
+async def test_a_done_split_across_two_chunks_then_a_stall_is_a_finished_answer():
+    """After text flows, chunks are kept and decoded in batches: a [DONE] cut in two (no chunk
+    holds it whole) followed by a stall still ends the answer as done, with every event's text."""
+    script = [
+        OK_HEAD, _chunked(_event("a")), _chunked(_event("b")), _chunked(b"data: [DO"), 0.05,
+        _chunked(b"NE]\n\n"), 5.0,
+    ]  # fmt: skip
+    async with ScriptedServer([script]) as server:
+        pool = EventStreamPool([], connect_s=2)
+        started = time.perf_counter()
+        done, seen = await _read(pool, server.url)
+        pool.close()
+    assert done and [t for t, _ in seen] == ["a", "b"]
+    assert time.perf_counter() - started < 2  # ended by the idle limit (0.5 s), not the stall
+
+
+async def test_a_body_that_the_servers_close_ends_is_read_whole():
+    """No length, no chunking: the close is the end of the body (HTTP/1.1 allows it), not a break."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    script = [head, _event("a"), 0.05, _event("b"), b"data: [DONE]\n\n", "close"]
+    async with ScriptedServer([script]) as server:
+        pool = EventStreamPool([], connect_s=2)
+        done, seen = await _read(pool, server.url)
+        pool.close()
+    assert done and [t for t, _ in seen] == ["a", "b"]
+
+
+async def test_a_long_answer_is_decoded_in_batches_in_order_and_a_runaway_one_is_cut(monkeypatch):
+    """Past BATCH_BYTES the kept chunks are decoded without waiting for [DONE]: an answer that
+    ignores max_tokens is cut at MAX_ANSWER_CHARS while it streams, keeping what came, in order."""
+    monkeypatch.setattr(stream_connection, "BATCH_BYTES", 4096)
+    pieces = [f"{index:05d}" + "x" * 395 for index in range(200)]  # 80,000 characters in all
+    endless = [OK_HEAD, *(_chunked(_event(piece)) for piece in pieces), 30.0]
+    async with ScriptedServer([_answer(*pieces[:30]), endless]) as server:
+        pool = EventStreamPool([], connect_s=2)
+        done, seen = await _read(pool, server.url, Timeouts(connect_s=2, first_token_s=5, idle_s=60))
+        assert done and [t for t, _ in seen] == pieces[:30]
+        client = ChatClient(
+            Endpoint(base_url=server.url.rsplit("/v1", 1)[0], model="m"), _PoolClient(pool), 60
+        )
+        with pytest.raises(RequestFailed) as info:
+            await client.complete((ChatMessage(role="user", content="hi"),), 8)
+        pool.close()
+    assert info.value.kind == "protocol" and "ran past" in str(info.value)
+    assert info.value.partial == "".join(pieces)[:MAX_ANSWER_CHARS]
+
+
+class _PoolClient:
+    """The least of a run client that ChatClient needs to take the event-stream path."""
+
+    def __init__(self, pool: EventStreamPool):
+        self.event_streams = pool
+
+
+def test_a_header_with_a_line_break_is_refused():
+    with pytest.raises(ValueError, match="line break"):
+        EventStreamPool([(b"X-Team", b"a\r\nInjected: 1")], connect_s=2)
 
 
 def test_a_configured_proxy_keeps_httpx(monkeypatch):

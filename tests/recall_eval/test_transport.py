@@ -59,6 +59,11 @@ def test_parse_header_rejects(text):
         parse_header(text)
 
 
+def test_parse_header_rejects_a_value_that_would_split_the_request():
+    with pytest.raises(ValueError, match="line break"):
+        parse_header("X-Team: a\r\nInjected: 1")
+
+
 def test_retry_after_seconds_and_dates():
     assert retry_after_seconds("3") == 3.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
