@@ -62,6 +62,7 @@ def _isolated_run_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("RECALL_EVAL_HOME", str(tmp_path_factory.mktemp("runs")))
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-asyncio's hook: absent where it is not installed (the GPU host)
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item):
     """Async tests run on asyncio's loop; those marked both_loops also on uvloop, the CLI's loop
     (recall_eval.event_loop)."""
