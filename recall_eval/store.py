@@ -165,7 +165,7 @@ class RunStore:
         if not self._tail_checked:
             self._cut_torn_tail()
             self._tail_checked = True
-        return ResultAppender(self.results_path, self.redactor)
+        return ResultAppender(self)
 
     def _cut_torn_tail(self) -> None:
         if not self.results_path.exists():
@@ -195,15 +195,16 @@ class RunStore:
 
 
 class ResultAppender:
-    """An O_APPEND descriptor on results.jsonl: each append writes one whole line (secrets masked)
-    and fsyncs it before returning. Use as a context manager, or close() it."""
+    """An O_APPEND descriptor on results.jsonl: each append writes one whole line (secrets masked
+    with the store's redactor of the moment) and fsyncs it before returning. Use as a context
+    manager, or close() it."""
 
-    def __init__(self, path: Path, redactor: Redactor):
-        self.redactor = redactor
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.fd = os.open(store.results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, result: Result) -> None:
-        line = memoryview((redact_result(result, self.redactor).model_dump_json() + "\n").encode())
+        line = memoryview((redact_result(result, self.store.redactor).model_dump_json() + "\n").encode())
         while line:  # a short write (a full disk, a signal) writes the rest, or raises OSError
             line = line[os.write(self.fd, line) :]
         os.fsync(self.fd)
