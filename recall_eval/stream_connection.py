@@ -36,6 +36,7 @@ from recall_eval.transport import RequestFailed, Timeouts, status_failure
 HTTP_ENV = "RECALL_EVAL_HTTP"  # "httpx": every request through httpx (a fallback, and for comparison)
 MAX_ERROR_BODY = 65_536  # bytes of an error answer kept for its message
 BATCH_BYTES = 65_536  # once text flows, undecoded chunks are decoded when this many bytes wait
+TAIL_GRACE_S = 2.0  # how long an answered connection may take to end its body before it is closed
 _HEADERS_WE_SET = frozenset({b"host", b"content-length", b"content-type", b"accept-encoding", b"connection"})
 _DONE = b"[DONE]"
 
@@ -161,6 +162,7 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = True
         self.ends_at_close = False  # a body without length or chunking: the server's close ends it
         self.arrived = 0.0
+        self.tail_since = 0.0  # when the caller got its answer and left the rest of the body to read
 
     @property
     def reusable(self) -> bool:
@@ -256,6 +258,7 @@ class _Connection(asyncio.Protocol):
         if exchange is None:
             return
         exchange.watchdog.stop()
+        self.tail_since = time.perf_counter()
         if not exchange.result.done():
             self.exchange = None
             self.close()
@@ -327,8 +330,12 @@ class EventStreamPool:
 
     async def _connection(self, key: tuple[str, int], reuse: bool = True) -> _Connection:
         """An idle kept-alive connection to the host, else a new one. A connection still reading the
-        tail of an answered stream stays pooled; a closed one is dropped."""
+        tail of an answered stream stays pooled for TAIL_GRACE_S, then is closed; a closed one is dropped."""
         pooled = self.idle.get(key, [])
+        now = time.perf_counter()
+        for connection in pooled:  # a body that never ends after [DONE] must not hold a socket forever
+            if not connection.reusable and now - connection.tail_since > TAIL_GRACE_S:
+                connection.close()
         if reuse:
             for connection in pooled:
                 if connection.reusable:

@@ -241,6 +241,25 @@ async def test_a_long_answer_is_decoded_in_batches_in_order_and_a_runaway_one_is
     assert info.value.partial == "".join(pieces)[:MAX_ANSWER_CHARS]
 
 
+async def test_a_body_that_never_ends_after_done_does_not_keep_its_socket(monkeypatch):
+    """A server (or proxy) that sends [DONE] and never ends the chunked body: each answer is taken at
+    [DONE]; its connection, still waiting for the body's end, is closed once the grace has passed
+    instead of staying open for the rest of the sweep."""
+    monkeypatch.setattr(stream_connection, "TAIL_GRACE_S", 0.05)
+    never_ends = [OK_HEAD, _chunked(_event("a")), _chunked(b"data: [DONE]\n\n"), 30.0]
+    used = []
+    async with ScriptedServer([never_ends] * 3) as server:
+        pool = EventStreamPool([], connect_s=2)
+        for _ in range(3):
+            done, seen = await _read(pool, server.url)
+            assert done and [t for t, _ in seen] == ["a"]
+            used.append(pool.idle[("127.0.0.1", int(server.url.split(":")[2].split("/")[0]))][-1])
+            await asyncio.sleep(0.1)
+        states = [connection.closed for connection in used]
+        pool.close()
+    assert server.connections == 3 and states == [True, True, False]  # the last is still in its grace
+
+
 class _PoolClient:
     """The least of a run client that ChatClient needs to take the event-stream path."""
 
