@@ -30,8 +30,8 @@ from typing import Any
 import httptools
 import httpx
 
-from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text
-from recall_eval.transport import RequestFailed, Timeouts, status_failure
+from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text, feed_chunk
+from recall_eval.transport import RequestFailed, Timeouts, has_line_break, status_failure
 
 HTTP_ENV = "RECALL_EVAL_HTTP"  # "httpx": every request through httpx (a fallback, and for comparison)
 MAX_ERROR_BODY = 65_536  # bytes of an error answer kept for its message
@@ -81,7 +81,7 @@ class _Exchange:
 
     def data(self, chunk: bytes, arrived: float) -> None:
         if self.flowing:  # the common case, once per token: keep the chunk, decode later
-            self.watchdog.last = arrived
+            self.watchdog.chunk(arrived)
             self.waiting.append((arrived, chunk))
             self.waiting_bytes += len(chunk)
             if _DONE in chunk or self.waiting_bytes >= BATCH_BYTES:
@@ -96,12 +96,10 @@ class _Exchange:
         if self.status >= 400:
             self.error_body += chunk[: MAX_ERROR_BODY - len(self.error_body)]
             return
-        self.watchdog.chunk(arrived)
-        self.parser.feed(chunk, arrived)  # decoded now: the watchdog switches limits on the first text
+        feed_chunk(self.parser, self.watchdog, chunk, arrived)  # decoded now: limits switch on the first text
         if self.parser.done:
             self.finish(True)
         elif self.parser.text_started:
-            self.watchdog.start_flowing()
             self.flowing = self.inflate is None
 
     def decode_waiting(self) -> None:
@@ -187,9 +185,9 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserCallbackError as err:
             # RequestFailed from a callback: a bad stream, an oversized answer, an error event
             cause = err.__context__
-            self._broken(cause if isinstance(cause, Exception) else err)
+            self.break_off(cause if isinstance(cause, Exception) else err)
         except httptools.HttpParserError as err:
-            self._broken(RequestFailed("connection", f"the answer broke off: {err}"))
+            self.break_off(RequestFailed("connection", f"the answer broke off: {err}"))
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -245,7 +243,8 @@ class _Connection(asyncio.Protocol):
         else:
             exchange.fail(RequestFailed("connection", f"{why} before answering"))
 
-    def _broken(self, error: Exception) -> None:
+    def break_off(self, error: Exception) -> None:
+        """Fail the exchange in progress with `error` and close: the connection is not safe to reuse."""
         exchange, self.exchange = self.exchange, None
         if exchange is not None:
             exchange.fail(error)
@@ -275,7 +274,7 @@ class EventStreamPool:
     def __init__(self, headers: Iterable[tuple[bytes, bytes]], connect_s: float):
         self.headers = [(name, value) for name, value in headers if name.lower() not in _HEADERS_WE_SET]
         for name, value in self.headers:
-            if any(byte in name + value for byte in b"\r\n\0"):
+            if has_line_break((name + value).decode("latin-1")):
                 raise ValueError(f"header {name.decode('latin-1')!r} holds a line break or NUL")
         self.connect_s = connect_s
         self.idle: dict[tuple[str, int], list[_Connection]] = {}
@@ -319,7 +318,10 @@ class EventStreamPool:
         on_event: Callable[[Any, float], object],
         limits: Timeouts,
     ) -> bool:
-        exchange = _Exchange(on_event, limits, on_expire=lambda: _expired(connection, exchange))
+        # the first-token or idle limit passed: fail the request and drop its connection
+        exchange = _Exchange(
+            on_event, limits, on_expire=lambda: connection.break_off(exchange.watchdog.failure())
+        )
         connection.send(request, exchange)
         try:
             return await exchange.result
@@ -362,10 +364,3 @@ class EventStreamPool:
             for connection in connections:
                 connection.close()
         self.idle.clear()
-
-
-def _expired(connection: _Connection, exchange: _Exchange) -> None:
-    """The first-token or idle limit passed: fail the request and drop its connection."""
-    exchange.fail(exchange.watchdog.failure())
-    connection.exchange = None
-    connection.close()
