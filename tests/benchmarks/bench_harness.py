@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import statistics
@@ -329,26 +330,16 @@ def main() -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.base_url:
+    with contextlib.ExitStack() as stack:
+        base_url = args.base_url
+        if not base_url:
+            logs = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            server = ReferenceServer(logs / "server.log", "--context-length", "32768")
+            stack.callback(server.stop)
+            base_url = server.base_url
         event_loop.run(
-            main_async(args.base_url, args.requests, args.max_tokens, args.overhead_only, args.floor)
+            main_async(base_url, args.requests, args.max_tokens, args.overhead_only, args.floor, args.repeat)
         )
-        return
-    with tempfile.TemporaryDirectory() as logs:
-        server = ReferenceServer(Path(logs) / "server.log", "--context-length", "32768")
-        try:
-            event_loop.run(
-                main_async(
-                    server.base_url,
-                    args.requests,
-                    args.max_tokens,
-                    args.overhead_only,
-                    args.floor,
-                    args.repeat,
-                )
-            )
-        finally:
-            server.stop()
 
 
 if __name__ == "__main__":
