@@ -1,7 +1,8 @@
 """One server process in its own process group: start with output to a log, stop by group, never by name.
 
 Each start also starts a guard (launchers/watchdog.py) that stops the group if the harness dies, from
-whatever thread the start ran on, and records the group in the run directory's servers.json.
+whatever thread the start ran on, and records the group in the run directory's servers.json. The
+server's output reaches its log through launchers/log_mask.py, which masks secrets as lines are written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import psutil
 
 from launchers import watchdog
 from launchers.argv.spec import LaunchSpec
+from launchers.log_mask import launch_secrets, masker_env
 from launchers.server_records import ServerRecord, add_record
 
 _PR_SET_PDEATHSIG = 1
@@ -57,6 +59,7 @@ class ServerProcess:
         self.served_offset = 0  # the log's size when the server last answered a request
         self.started_at = 0.0
         self.guard: subprocess.Popen[bytes] | None = None
+        self.masker: subprocess.Popen[bytes] | None = None  # writes the server's output, masked, to the log
 
     @property
     def pid(self) -> int | None:
@@ -71,16 +74,30 @@ class ServerProcess:
             on_main_thread = threading.current_thread() is threading.main_thread()
             self.started_at = time.monotonic()
             wall_start = time.time()
-            self.popen = subprocess.Popen(
-                list(self.spec.argv),
-                env=self.spec.merged_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own session and process group: stopped as a group
-                # PDEATHSIG follows the launching *thread*; only the main thread lives as long as we do.
-                preexec_fn=_die_with_parent if on_main_thread else None,
+        env = self.spec.merged_env()
+        self.popen = subprocess.Popen(
+            list(self.spec.argv),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own session and process group: stopped as a group
+            # PDEATHSIG follows the launching *thread*; only the main thread lives as long as we do.
+            preexec_fn=_die_with_parent if on_main_thread else None,
+        )
+        assert self.popen.stdout is not None
+        try:
+            # its own session: it outlives a stop of the server's group long enough to write the last lines
+            self.masker = subprocess.Popen(
+                [sys.executable, "-m", "launchers.log_mask", str(self.log_path)],
+                stdin=self.popen.stdout,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=masker_env(launch_secrets(self.spec.argv, env)),
+                start_new_session=True,
             )
+        finally:
+            self.popen.stdout.close()  # the masker holds the pipe now; EOF when the server's group is gone
         self.guard = _start_guard(self.popen.pid)
         add_record(
             self.log_path.parent,
@@ -102,7 +119,19 @@ class ServerProcess:
             pass
 
     def exit_code(self) -> int | None:
-        return self.popen.poll() if self.popen is not None else None
+        code = self.popen.poll() if self.popen is not None else None
+        if code is not None:
+            self.wait_log()
+        return code
+
+    def wait_log(self, timeout_s: float = 5.0) -> None:
+        """Wait (briefly) until the masker has written everything the exited server printed."""
+        if self.masker is None or self.masker.poll() is not None:
+            return
+        try:
+            self.masker.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass  # a child of the server still holds the pipe: what is written so far is what we read
 
     def alive_members(self) -> list[psutil.Process]:
         if self.popen is None:
@@ -152,6 +181,7 @@ class ServerProcess:
             self.popen.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             pass
+        self.wait_log()
         self._reap_guard()
 
     def _reap_guard(self) -> None:

@@ -16,6 +16,13 @@ Short targets: when a recipe's prompt with no filler is already longer than its 
 forms (ShrinkableRecipe.smaller: fewer or terser case-made parts, same id) are tried in turn; when
 even the smallest does not fit, the case comes back marked `not_applicable` (with the reason) and the
 runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
+
+What the server reports is checked before it is trusted: a longer filler must count more tokens. Counts
+that stand still or fall as the filler grows (a gateway's constant usage.prompt_tokens), or a search
+that does not settle, raise UntrustedCounts, and the caller measures again with estimated lengths
+(recall_eval.api.execute says so on the console and flags the run). A prompt the server refuses as
+longer than its context (tokenization.PromptRefused) is an upper bound of the search; when no size
+within tolerance of the target is accepted, the case is marked `too_long` (Case.too_long) and never sent.
 """
 
 from __future__ import annotations
@@ -28,8 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recall_eval.errors import UserError
-from recall_eval.tokenization import TokenCounter
+from recall_eval.tokenization import PromptRefused, TokenCounter
 from recall_eval.types import Case, CaseRecipe, ChatMessage, ShrinkableRecipe
 
 DEFAULT_TOKENS_PER_WORD = 1.3
@@ -98,10 +104,19 @@ class TargetTooShort(Exception):
         self.bare_tokens = bare_tokens
 
 
+class UntrustedCounts(Exception):
+    """The measuring tokenizer's counts do not follow the prompt: they cannot be calibrated against."""
+
+
+class ContextRefusal(Exception):
+    """The server refuses this case's prompt at every size near its target (too long for its context)."""
+
+
 @dataclass
 class _Probe:
     words: int
     tokens: int
+    refused: str | None = None  # the server refused this size as longer than its context: why
 
 
 class Calibrator:
@@ -123,7 +138,10 @@ class Calibrator:
         cached = self.cache.get(key)
         if cached is None:
             self.tokenize_calls += 1
-            tokens = await self.tokenizer.tokenize_messages(case.messages)
+            try:
+                tokens = await self.tokenizer.tokenize_messages(case.messages)
+            except PromptRefused as refused:
+                return _Probe(filler_words, -1, refused=str(refused))
             # the latest probe's tokens, kept for measuring the needle offset without tokenizing again
             self._last_tokens[case.id] = (_digest(case.messages), tokens)
             cached = [len(tokens)]
@@ -148,6 +166,15 @@ class Calibrator:
         for _ in range(MAX_STEPS):
             assert words is not None
             probe = await self._count(recipe, words)
+            if probe.refused is not None:  # too long for the server: an upper bound, length unknown
+                if high is None or probe.words < high.words:
+                    high = probe
+                words = self._below_refusal(probe, low)
+                if words is None:
+                    if best is not None:
+                        return best.words, slope
+                    raise ContextRefusal(probe.refused)
+                continue
             error = probe.tokens - target
             if abs(error) <= allowed and (best is None or abs(error) < abs(best.tokens - target)):
                 best = probe
@@ -168,19 +195,36 @@ class Calibrator:
                 measured = (probe.tokens - previous.tokens) / (probe.words - previous.words)
                 if measured > 0:
                     slope = measured
+                else:
+                    raise UntrustedCounts(
+                        f"{self.tokenizer.name} counted {previous.tokens} tokens with {previous.words} filler "
+                        f"words and {probe.tokens} with {probe.words}"
+                    )
             previous = probe
             words = self._next_words(probe, target, slope, low, high)
             if words is None:  # no filler size left between the bracket's ends
                 # one more filler unit jumps over the whole window (a config block's headers, say):
                 # the nearer side is the closest this recipe can get; its prompt_tokens say so
+                if best is None and high is not None and high.refused is not None:
+                    raise ContextRefusal(high.refused)
                 nearest = best or min(
-                    (p for p in (low, high) if p is not None), key=lambda p: abs(p.tokens - target)
+                    (p for p in (low, high) if p is not None and p.refused is None),
+                    key=lambda p: abs(p.tokens - target),
                 )
                 return nearest.words, slope
-        raise UserError(
-            f"could not fit case {recipe_id(recipe)} to {target}±{allowed} tokens in {MAX_STEPS} steps; "
-            "the suite's rendering is not monotone in filler size (report this as a bug)"
+        raise UntrustedCounts(
+            f"{self.tokenizer.name} counts did not settle on {target}±{allowed} tokens for case "
+            f"{recipe_id(recipe)} in {MAX_STEPS} steps"
         )
+
+    @staticmethod
+    def _below_refusal(refused: _Probe, low: _Probe | None) -> int | None:
+        """The next size to try under a refused one: halfway down to the largest size below the
+        target (or to none); None when no size is left in between."""
+        floor = low.words if low is not None else -1
+        if refused.words - floor <= 1:
+            return None
+        return (floor + refused.words) // 2
 
     @staticmethod
     def _next_words(
@@ -235,6 +279,13 @@ class Calibrator:
             if smaller is not None:
                 return await self.calibrate_one(smaller, tokens_per_word)
             return self._not_applicable(recipe, short.bare_tokens), tokens_per_word
+        except ContextRefusal as refusal:
+            case = recipe.render(recipe.words_guess(tokens_per_word))
+            reason = (
+                f"the server refused a {recipe.target_tokens}-token prompt as longer than its context "
+                f"({refusal}); not sent"
+            )
+            return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), tokens_per_word
         case = recipe.render(words)
         prompt_tokens = (await self._count(recipe, words)).tokens
         start, end = await self._needle_offsets(case)

@@ -15,10 +15,11 @@ from typing import Any
 
 import httpx
 
+from recall_eval.adaptations import Adaptations
 from recall_eval.client import ChatClient, RequestKnobs
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica
-from recall_eval.server_probe import ServerFacts, probe_server
+from recall_eval.server_probe import EXTERNAL_HINT, ServerFacts, probe_server
 from recall_eval.tokenization import TokenCounter, lengths_are_estimates, probe_tokenizer
 from recall_eval.transport import ServerAuth, Timeouts
 from recall_eval.types import Endpoint, RunSpec
@@ -51,6 +52,9 @@ class Connection:
     tokenizer: TokenCounter
     replicas: list[Replica]
     server_info: dict[str, Any] = field(default_factory=dict)
+    # why a way of counting that answered was passed over (its counts did not follow the prompt)
+    tokenizer_notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the probes worked around (ServerFacts.warnings)
 
     @property
     def client(self) -> ChatClient:
@@ -62,10 +66,10 @@ class Connection:
 
 
 async def probe_replicas(
-    base_urls: Sequence[str], http: httpx.AsyncClient, model: str | None
+    base_urls: Sequence[str], http: httpx.AsyncClient, model: str | None, hint: str = EXTERNAL_HINT
 ) -> list[ServerFacts]:
     """Probe every replica at once; BadInput unless all serve the same model."""
-    facts = list(await asyncio.gather(*(probe_server(url, http, model) for url in base_urls)))
+    facts = list(await asyncio.gather(*(probe_server(url, http, model, hint) for url in base_urls)))
     models = {fact.model for fact in facts}
     if len(models) > 1:
         served = ", ".join(f"{url} serves {fact.model!r}" for url, fact in zip(base_urls, facts, strict=True))
@@ -79,13 +83,20 @@ async def connect(
     spec: RunSpec,
     model: str | None = None,
     timeouts: Timeouts | None = None,
+    adaptations: Adaptations | None = None,
+    hint: str = EXTERNAL_HINT,
 ) -> Connection:
-    """Probe the replicas, choose how to count tokens, and build one client per replica."""
-    facts = await probe_replicas(base_urls, http, model)
+    """Probe the replicas, choose how to count tokens, and build one client per replica (sharing the
+    run's adaptations: a field one replica rejects stays off for all)."""
+    facts = await probe_replicas(base_urls, http, model, hint)
     first = facts[0]
-    tokenizer = await probe_tokenizer(Endpoint(base_url=base_urls[0], model=first.model), http)
-    limits = timeouts or Timeouts.for_total(spec.request_timeout_s)
     knobs = knobs_of(spec)
+    notes: list[str] = []
+    tokenizer = await probe_tokenizer(
+        Endpoint(base_url=base_urls[0], model=first.model), http, knobs=knobs.body_fields(), notes=notes
+    )
+    limits = timeouts or Timeouts.for_total(spec.request_timeout_s)
+    shared = adaptations if adaptations is not None else Adaptations()
     replicas = [
         Replica(
             ChatClient(
@@ -94,6 +105,7 @@ async def connect(
                 spec.request_timeout_s,
                 timeouts=limits,
                 knobs=knobs,
+                adaptations=shared,
             ),
             max(1, spec.concurrency),
         )
@@ -105,7 +117,10 @@ async def connect(
         info["endpoints"] = list(base_urls)
         if contexts:
             info["max_model_len"] = min(contexts)  # the tightest replica decides what fits
-    return Connection(facts=first, tokenizer=tokenizer, replicas=replicas, server_info=info)
+    return Connection(
+        facts=first, tokenizer=tokenizer, replicas=replicas, server_info=info, tokenizer_notes=notes,
+        warnings=[line for fact in facts for line in fact.warnings],
+    )
 
 
 def auth_of(api_key: str | None, headers: Sequence[str] = ()) -> ServerAuth:

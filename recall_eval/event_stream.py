@@ -18,6 +18,9 @@ import httpx
 from recall_eval.transport import RequestFailed, Timeouts, classify_error_message, status_failure
 
 _T = TypeVar("_T")
+# set on the one event made of a whole JSON answer (a server that ignored stream: true)
+JSON_ANSWER = "_recall_eval_json_answer"
+MAX_JSON_ANSWER_BYTES = 8 * 1024 * 1024
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 EXCERPT_CHARS = 200
 
@@ -54,6 +57,40 @@ def _raise_on_error_event(data: Any) -> None:
         code = error.get("code")
         status = code if isinstance(code, int) else None
         raise RequestFailed(classify_error_message(message, status), message, status)
+
+
+def is_json_answer(status: int, content_type: str | bytes | None) -> bool:
+    """A 2xx answer declared as JSON: the server answered the stream request with one body."""
+    if isinstance(content_type, bytes):
+        content_type = content_type.decode("latin-1")
+    media = (content_type or "").split(";")[0].strip().lower()
+    return 200 <= status < 300 and (media == "application/json" or media.endswith("+json"))
+
+
+def json_answer_event(body: bytes) -> dict[str, Any]:
+    """A whole chat.completion body as the one event the stream consumer reads (choices[].message
+    instead of .delta, marked JSON_ANSWER); RequestFailed when it is not one."""
+    if len(body) > MAX_JSON_ANSWER_BYTES:
+        raise RequestFailed("protocol", f"the JSON answer is over {MAX_JSON_ANSWER_BYTES:,} bytes")
+    try:
+        data = json.loads(body)
+    except ValueError as err:
+        text = body.decode("utf-8", "replace")
+        raise RequestFailed("protocol", f"the answer is neither an event stream nor JSON: {excerpt(text)}") from err
+    _raise_on_error_event(data)
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+        raise RequestFailed("protocol", f"the JSON answer holds no choices: {excerpt(json.dumps(data), 120)}")
+    return {**data, JSON_ANSWER: True}
+
+
+def redirect_failure(status: int, location: str | None) -> RequestFailed:
+    """A 3xx to a POST: not followed (a request body is not re-sent blindly); named, not retried."""
+    where = f" to {location}" if location else ""
+    return RequestFailed(
+        "rejected",
+        f"HTTP {status}: the server redirects the request{where}; give that URL as --base-url",
+        status,
+    )
 
 
 class GapWatchdog:
@@ -222,6 +259,11 @@ async def read_event_stream(
     if response.status_code >= 400:
         message = error_text(await response.aread())
         raise status_failure(response.status_code, message, response.headers.get("retry-after"))
+    if 300 <= response.status_code < 400:
+        raise redirect_failure(response.status_code, response.headers.get("location"))
+    if is_json_answer(response.status_code, response.headers.get("content-type")):
+        on_event(json_answer_event(await response.aread()), time.perf_counter())
+        return True
     parser = EventStreamParser(on_event)
     chunks = _raw_chunks(response)
     try:

@@ -82,6 +82,7 @@ SERVER_INFO_FIELDS = frozenset(
         "memory_limit_bytes",
         "memory_limit_kind",
         "endpoints",
+        "api_root",
     }
 )
 # nested answers whose allowed fields are kept in place (a launched server's {"server_info": {...}})
@@ -192,6 +193,7 @@ def redact_run(run: Run, redactor: Redactor) -> Run:
         "server_info": redactor.value(allowed_server_info(run.server_info)),
         "spec": type(run.spec).model_validate(redactor.value(run.spec.model_dump())),
         "note": redactor.text(run.note) if run.note else run.note,
+        "adaptations": {name: redactor.text(line) for name, line in run.adaptations.items()},
     }
     if run.profile is not None:
         update["profile"] = type(run.profile).model_validate(redactor.value(run.profile.model_dump()))
@@ -204,6 +206,8 @@ def redact_result(result: Result, redactor: Redactor) -> Result:
     update: dict[str, Any] = {}
     if result.error:
         update["error"] = redactor.text(result.error)
+    if result.endpoint and "@" in result.endpoint:  # http://user:pass@host: the userinfo is masked
+        update["endpoint"] = redactor.text(result.endpoint)
     if redactor.secrets and result.answer:
         update["answer"] = redactor.values_only(result.answer)
     return result.model_copy(update=update) if update else result

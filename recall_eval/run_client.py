@@ -1,6 +1,13 @@
 """The run's HTTP client: httpx for every request, plus, for streamed chat answers from an http://
 server, keep-alive connections that parse the event stream where its bytes arrive
-(recall_eval.stream_connection). Closing the client closes both."""
+(recall_eval.stream_connection). Closing the client closes both.
+
+Proxies as the Python HTTP ecosystem does them: HTTP(S)_PROXY / ALL_PROXY and NO_PROXY from the
+environment (httpx's trust_env), except that loopback hosts (127.0.0.0/8, ::1, localhost) are never
+proxied: no proxy elsewhere can reach this machine's loopback, and the servers the harness launches
+listen there. Both readers take the same decision per URL (event_streams_for), so a proxy for other
+hosts does not switch the fast reader off for the hosts it does not cover. TLS trust comes from
+ServerAuth.verify (recall_eval.transport.tls_verify)."""
 
 from __future__ import annotations
 
@@ -11,14 +18,33 @@ import httpx
 from recall_eval.stream_connection import EventStreamPool, stream_connections_enabled
 from recall_eval.transport import ServerAuth, Timeouts
 
+# never proxied (httpx mounts: None means the direct transport)
+LOOPBACK_MOUNTS: dict[str, None] = {
+    "all://127.0.0.1": None,
+    "all://localhost": None,
+    "all://[::1]": None,
+}
+
 
 class RunClient(httpx.AsyncClient):
-    """An httpx.AsyncClient that also carries `event_streams` (None when a proxy is configured or
-    RECALL_EVAL_HTTP=httpx: then streamed chat goes through httpx like everything else)."""
+    """An httpx.AsyncClient that also carries `event_streams` (None when RECALL_EVAL_HTTP=httpx: then
+    streamed chat goes through httpx like everything else)."""
 
     def __init__(self, *, event_streams: EventStreamPool | None, **kwargs: object):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.event_streams = event_streams
+        self.insecure = kwargs.get("verify") is False  # --insecure: certificates are not checked
+
+    def goes_direct(self, url: str) -> bool:
+        """True when httpx itself would send a request for `url` without a proxy (NO_PROXY, loopback,
+        or no proxy configured for its scheme)."""
+        return self._transport_for_url(httpx.URL(url)) is self._transport
+
+    def event_streams_for(self, url: str) -> EventStreamPool | None:
+        """The fast stream reader for `url`: for plain http:// that goes direct; else None (httpx)."""
+        if self.event_streams is None or not url.startswith("http://") or not self.goes_direct(url):
+            return None
+        return self.event_streams
 
     async def aclose(self) -> None:
         self._close_streams()
@@ -42,14 +68,16 @@ def make_http_client(
     auth: ServerAuth | None = None, timeouts: Timeouts | None = None, max_connections: int = 256
 ) -> RunClient:
     """The client for one run: auth and headers on every request, connect timeout only (the stream
-    reader and transport.with_retries own the rest); HTTP(S)_PROXY are honoured (httpx's trust_env)."""
+    reader and transport.with_retries own the rest); proxies from the environment except for loopback."""
     limits = timeouts or Timeouts()
-    headers = (auth or ServerAuth()).http_headers()
+    auth = auth or ServerAuth()
     client = RunClient(
         event_streams=None,
-        headers=headers,
+        headers=auth.http_headers(),
         timeout=httpx.Timeout(None, connect=limits.connect_s),
         limits=httpx.Limits(max_connections=max_connections),
+        verify=auth.verify,
+        mounts=LOOPBACK_MOUNTS,
     )
     if stream_connections_enabled():
         client.event_streams = EventStreamPool(client.headers.raw, limits.connect_s)

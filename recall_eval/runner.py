@@ -33,7 +33,7 @@ from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_client import IndexerCapture
 from recall_eval.results_writer import ResultsWriter
-from recall_eval.scoring import score_completion
+from recall_eval.scoring import cut_in_reasoning, score_completion
 from recall_eval.store import RunStore
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
@@ -53,6 +53,9 @@ class RunnerSettings:
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
     retry: frozenset[str] = frozenset()  # outcomes whose cases run again (--retry); earlier lines are kept
+    # the budget of a thinking run, used once an answer shows reasoning when max_tokens was not given
+    # (None: the user chose max_tokens, or it is already a thinking budget)
+    thinking_max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class RunnerHooks:
     on_start: Callable[[Case], None] = lambda case: None
     on_result: Callable[[Result], None] = lambda result: None
     on_event: Callable[[str], None] = lambda message: None  # relaunches, deaths: one line each
+    # what the run changed to suit the server (recall_eval.adaptations): name, one line
+    on_adapted: Callable[[str, str], None] = lambda name, line: None
 
 
 @dataclass
@@ -110,6 +115,7 @@ class Runner:
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
+        self.max_tokens = settings.max_tokens  # raised once for a reasoning server (thinking_max_tokens)
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
         done = self.store.final_case_ids(retry=self.settings.retry)
@@ -202,6 +208,8 @@ class Runner:
         started_at = time.time()
         if case.not_applicable is not None:  # calibration found no form of it that fits its length
             return self._result(case, "not_applicable", started_at, error=case.not_applicable), None
+        if case.too_long is not None:  # calibration: the server refused it as longer than its context
+            return self._result(case, "too_long", started_at, error=case.too_long), None
         limit = self.settings.context_limit
         length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
         if limit is not None and length >= limit:
@@ -215,11 +223,15 @@ class Runner:
         generation = None
         try:
             give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
+            budget = self.max_tokens
             if self.capture is not None:
-                generation = await self.capture.complete(case, self.settings.max_tokens, give_up)
+                generation = await self.capture.complete(case, budget, give_up)
                 completion = generation.completion
             else:
-                completion = await client.complete(case.messages, self.settings.max_tokens, give_up)
+                completion = await client.complete(case.messages, budget, give_up)
+                self._note_reasoning(completion)
+                if budget < self.max_tokens and cut_in_reasoning(completion):  # sent again, with the new budget
+                    completion = await client.complete(case.messages, self.max_tokens, give_up)
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
@@ -234,6 +246,17 @@ class Runner:
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
+
+    def _note_reasoning(self, completion: Completion) -> None:
+        """A reasoning answer under the default budget: switch to the thinking budget (once, one line)."""
+        thinking = self.settings.thinking_max_tokens
+        if thinking is not None and completion.reasoning.strip() and self.max_tokens < thinking:
+            self.max_tokens = thinking
+            line = (
+                f"the server reasons before answering; the answer budget is {thinking} tokens instead of "
+                f"{self.settings.max_tokens} (give --max-tokens to choose)"
+            )
+            self.hooks.on_adapted("thinking_budget", line)
 
     def _served(self) -> None:
         """The server answered (a stat of its log, no read): older log lines no longer explain a death."""

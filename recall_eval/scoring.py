@@ -27,8 +27,9 @@ answer; they come from the runner and are never counted toward recall (see is_re
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from recall_eval.types import RECALL_OUTCOMES, Completion, Outcome
+from recall_eval.types import RECALL_OUTCOMES, Completion, Outcome, Result
 
 CODE_MIN_LEN = 5
 HEDGE_LIMIT = 2
@@ -94,6 +95,25 @@ def score_completion(
         tokens = f"{completion.completion_tokens} tokens" if completion.completion_tokens else "the budget"
         why = f"{REASONING_RAN_OUT} ({tokens}, no answer yet); raise --max-tokens for thinking runs"
     return outcome, why
+
+
+def cut_in_reasoning(completion: Completion | None) -> bool:
+    """The budget ran out inside the reasoning: no answer text, finish_reason length, reasoning there."""
+    return (
+        completion is not None
+        and completion.finish_reason == "length"
+        and not completion.text.strip()
+        and bool(completion.reasoning.strip())
+    )
+
+
+def budget_eaten_by_reasoning(results: Iterable[Result]) -> bool:
+    """Every answer from a live model was cut inside its reasoning (and there was at least one): the
+    answer budget, not the model's recall, is what failed; reports and the exit code say so."""
+    answered = [result for result in results if is_recall_outcome(result.outcome)]
+    return bool(answered) and all(
+        result.outcome == "truncated" and cut_in_reasoning(result.completion) for result in answered
+    )
 
 
 def is_recall_outcome(outcome: Outcome) -> bool:

@@ -1,4 +1,10 @@
-"""What a running server says about itself: served model, context length, /server_info."""
+"""What a running server says about itself: served model, context length, /server_info.
+
+/v1/models is asked with the same manners as every request (recall_eval.transport: 429 and 5xx
+retried with jitter, Retry-After honoured, a certificate failure named). With --model given, a server
+whose /v1/models is missing or failing is still used: one warning line (ServerFacts.warnings), and the
+context length is then unknown unless /server_info says it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,15 @@ from typing import Any
 import httpx
 
 from recall_eval.errors import BadInput, UserError
-from recall_eval.transport import auth_failure
+from recall_eval.transport import (
+    RequestFailed,
+    RetryPolicy,
+    auth_failure,
+    status_failure,
+    tls_failure_line,
+    transport_failure,
+    with_retries,
+)
 
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_len", "max_context_length")
 
@@ -19,6 +33,7 @@ class ServerFacts:
     context_length: int | None  # longest prompt + answer the server takes; None if it does not say
     server_info: dict[str, Any] = field(default_factory=dict)  # scalar fields of /server_info and /v1/models
     version: str | None = None
+    warnings: tuple[str, ...] = ()  # what the server did that the run worked around (one line each)
 
 
 def _scalars(data: dict[str, Any]) -> dict[str, Any]:
@@ -38,31 +53,64 @@ def _first_int(data: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     return None
 
 
-async def probe_server(base_url: str, http: httpx.AsyncClient, model: str | None = None) -> ServerFacts:
-    """Ask /v1/models (required) and /server_info (optional). Unreachable: a one-line UserError."""
+EXTERNAL_HINT = "is the server running? Check --base-url, or omit it to launch the embedded reference engine"
+_PROBE_RETRY = RetryPolicy()
+
+
+async def _get_models(url: str, http: httpx.AsyncClient) -> httpx.Response:
+    """GET /v1/models with the cases' retry manners; 401/403 raise AuthFailed, other answers return."""
+
+    async def once() -> httpx.Response:
+        response = await http.get(url, timeout=10)
+        if response.status_code in (401, 403):
+            raise auth_failure(url, response.status_code)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise status_failure(response.status_code, response.text[:200], response.headers.get("retry-after"))
+        return response
+
+    return await with_retries(once, _PROBE_RETRY)
+
+
+async def probe_server(
+    base_url: str, http: httpx.AsyncClient, model: str | None = None, hint: str = EXTERNAL_HINT
+) -> ServerFacts:
+    """Ask /v1/models (required unless `model` is given) and /server_info (optional). Unreachable: a
+    one-line UserError ending with `hint`; a certificate not trusted: one line saying so."""
     root = base_url.rstrip("/")
+    models_url = f"{root}/v1/models"
+    warnings: list[str] = []
+    cards: list[Any] = []
     try:
-        response = await http.get(f"{root}/v1/models", timeout=10)
+        response = await _get_models(models_url, http)
+        failed = None if response.status_code == 200 else f"answered HTTP {response.status_code}"
+        if failed is None:
+            try:
+                data = response.json()
+                cards = list(data.get("data") or []) if isinstance(data, dict) else []
+            except ValueError:
+                failed = "did not answer JSON"
+    except RequestFailed as err:
+        if err.kind == "tls":
+            raise UserError(str(err)) from None
+        if err.kind == "connection":
+            raise UserError(f"cannot reach {root} ({err}): {hint}") from err
+        failed = f"failed ({err})"
     except httpx.TransportError as err:
-        reason = type(err).__name__
-        raise UserError(
-            f"cannot reach {root} ({reason}): is the server running? Check --base-url, or omit it to "
-            "launch the embedded reference engine"
-        ) from err
-    if response.status_code in (401, 403):
-        raise auth_failure(f"{root}/v1/models", response.status_code)
-    if response.status_code != 200:
-        raise UserError(
-            f"{root}/v1/models answered HTTP {response.status_code}: not an OpenAI-compatible server; check --base-url"
-        )
-    try:
-        cards = response.json().get("data") or []
-    except ValueError as err:
-        raise UserError(f"{root}/v1/models did not answer JSON; check --base-url") from err
+        failure = transport_failure(err, root)
+        if failure.kind == "tls":
+            raise UserError(tls_failure_line(root, err)) from None
+        raise UserError(f"cannot reach {root} ({type(err).__name__}): {hint}") from err
+    if failed is not None:
+        if model is None:
+            raise UserError(
+                f"{models_url} {failed}: not an OpenAI-compatible server at this URL; check --base-url "
+                "(http://HOST:PORT, with or without /v1), or pass --model NAME if the server has no /v1/models"
+            )
+        warnings.append(f"{models_url} {failed}; using --model {model} as given (context length unknown)")
     names = [str(card.get("id")) for card in cards if isinstance(card, dict) and card.get("id")]
     if model is None:
         if not names:
-            raise UserError(f"{root}/v1/models lists no model; pass --model NAME")
+            raise UserError(f"{models_url} lists no model; pass --model NAME")
         model = names[0]
     elif names and model not in names:
         raise BadInput(f"--model {model!r} is not served at {root} (served: {', '.join(names)})")
@@ -86,4 +134,5 @@ async def probe_server(base_url: str, http: httpx.AsyncClient, model: str | None
         context_length=context,
         server_info=server_info,
         version=str(version) if version else None,
+        warnings=tuple(warnings),
     )

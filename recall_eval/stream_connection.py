@@ -10,11 +10,15 @@ first-token limit needs to know when text starts); after that chunks are kept wi
 times and decoded in one pass at a chunk holding [DONE], at the end of the body, on a failure, or
 every BATCH_BYTES, so a token costs the loop little more than the socket read (see bench_harness).
 
-Used by ChatClient for http:// servers when no proxy is configured (RunClient.event_streams);
-https, a proxy, or RECALL_EVAL_HTTP=httpx keep the httpx path, and every other request (probes,
+Used by ChatClient for http:// servers that no proxy stands in front of (RunClient.event_streams_for:
+the same proxy and NO_PROXY decision httpx makes for that URL); https, a proxied host, or
+RECALL_EVAL_HTTP=httpx keep the httpx path, and every other request (probes,
 tokenize, /generate) always goes through httpx. Errors are the same RequestFailed kinds as the httpx
 path: an error status via transport.status_failure, a dropped connection as `connection`, a stall
 as `timeout` (event_stream.GapWatchdog), a bad stream as `protocol` (event_stream.EventStreamParser).
+A one-body JSON answer (a server that ignored stream: true) is read whole and handed over as one
+event (event_stream.json_answer_event); a redirect is named, not followed; userinfo in the URL is sent
+as HTTP Basic auth, as httpx does.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import urllib.request
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -30,7 +33,16 @@ from typing import Any
 import httptools
 import httpx
 
-from recall_eval.event_stream import EventStreamParser, GapWatchdog, error_text, feed_chunk
+from recall_eval.event_stream import (
+    EventStreamParser,
+    GapWatchdog,
+    error_text,
+    feed_chunk,
+    is_json_answer,
+    json_answer_event,
+    redirect_failure,
+)
+from recall_eval.server_url import basic_auth_header
 from recall_eval.transport import RequestFailed, Timeouts, has_line_break, status_failure
 
 HTTP_ENV = "RECALL_EVAL_HTTP"  # "httpx": every request through httpx (a fallback, and for comparison)
@@ -42,11 +54,8 @@ _DONE = b"[DONE]"
 
 
 def stream_connections_enabled() -> bool:
-    """Off when RECALL_EVAL_HTTP=httpx or when a proxy is configured (httpx honours proxies)."""
-    if os.environ.get(HTTP_ENV, "").strip().lower() == "httpx":
-        return False
-    proxies = urllib.request.getproxies()
-    return not any(proxies.get(scheme) for scheme in ("http", "all"))
+    """Off when RECALL_EVAL_HTTP=httpx (proxied hosts are left to httpx URL by URL: RunClient)."""
+    return os.environ.get(HTTP_ENV, "").strip().lower() != "httpx"
 
 
 class _Exchange:
@@ -61,6 +70,7 @@ class _Exchange:
         self.status = 0
         self.headers: dict[bytes, bytes] = {}
         self.error_body = bytearray()
+        self.json_body: bytearray | None = None  # a one-body JSON answer, read whole
         self.inflate: Any = None  # a zlib decompressor when the server compressed the stream anyway
         self.flowing = False  # generated text arrived: later chunks are kept, decoded in batches
         self.waiting: list[tuple[float, bytes]] = []  # chunks not decoded yet, with arrival times
@@ -78,6 +88,8 @@ class _Exchange:
                 "protocol",
                 f"the stream is compressed with {encoding.decode()!r}; set {HTTP_ENV}=httpx to decode it",
             )
+        if is_json_answer(status, headers.get(b"content-type")):
+            self.json_body = bytearray()
 
     def data(self, chunk: bytes, arrived: float) -> None:
         if self.flowing:  # the common case, once per token: keep the chunk, decode later
@@ -93,8 +105,12 @@ class _Exchange:
             return
         if self.inflate is not None:
             chunk = self.inflate.decompress(chunk)
-        if self.status >= 400:
+        if self.status >= 400 or 300 <= self.status < 400:
             self.error_body += chunk[: MAX_ERROR_BODY - len(self.error_body)]
+            return
+        if self.json_body is not None:
+            self.watchdog.chunk(arrived)
+            self.json_body += chunk
             return
         feed_chunk(self.parser, self.watchdog, chunk, arrived)  # decoded now: limits switch on the first text
         if self.parser.done:
@@ -116,6 +132,12 @@ class _Exchange:
             self.fail(
                 status_failure(self.status, message, retry_after.decode("latin-1") if retry_after else None)
             )
+        elif 300 <= self.status < 400:
+            location = self.headers.get(b"location")
+            self.fail(redirect_failure(self.status, location.decode("latin-1") if location else None))
+        elif self.json_body is not None and not self.result.done():
+            self.parser.on_event(json_answer_event(bytes(self.json_body)), arrived)
+            self.finish(True)
         elif not self.result.done():
             self.decode_waiting()
             self.finish(self.parser.finish(arrived))
@@ -300,12 +322,17 @@ class EventStreamPool:
         known = self.targets.get(url)
         if known is None:
             target = httpx.URL(url)
+            headers = self.headers
+            basic = basic_auth_header(url)  # userinfo wins over a default Authorization, as in httpx
+            if basic is not None:
+                headers = [(n, v) for n, v in headers if n.lower() != b"authorization"]
+                headers.append((b"Authorization", basic.encode("latin-1")))
             lines = [
                 b"POST " + target.raw_path + b" HTTP/1.1",
                 b"Host: " + target.netloc,
                 b"Content-Type: application/json",
                 b"Accept-Encoding: identity",
-                *(name + b": " + value for name, value in self.headers),
+                *(name + b": " + value for name, value in headers),
             ]
             known = self.targets[url] = ((target.host, target.port or 80), b"\r\n".join(lines) + b"\r\n")
         return known

@@ -12,6 +12,14 @@ probe_tokenizer() tries, in order, and keeps the first that answers a chat reque
                     the chat template approximated as OpenAI documents it (3 tokens per message +
                     the role, 3 to prime the reply). Its lengths are estimates; the run says so.
 Every case records which of these measured it (Case.tokenizer / Result.tokenizer).
+
+Counts are checked before they are trusted: a way of counting is kept only when a longer prompt counts
+more than a short one (a gateway that reports a constant or zero usage.prompt_tokens is passed over, and
+why is said in `notes`). Requests go through the cases' retry manners (transport.with_retries: 429 and
+5xx with jitter, Retry-After honoured); a refusal because the prompt is longer than the server's context
+raises PromptRefused (calibration marks that case too_long). The request knobs that change the rendered
+prompt (chat_template_kwargs, reasoning_effort, --extra-body) travel with the counting requests that
+render through the chat template (usage; vLLM's /tokenize takes chat_template_kwargs).
 """
 
 from __future__ import annotations
@@ -21,7 +29,15 @@ from typing import Any, Protocol
 import httpx
 
 from recall_eval.errors import AuthFailed, UserError
-from recall_eval.transport import RequestFailed, RetryPolicy, auth_failure, with_retries
+from recall_eval.event_stream import error_text
+from recall_eval.transport import (
+    RequestFailed,
+    RetryPolicy,
+    auth_failure,
+    classify_error_message,
+    status_failure,
+    with_retries,
+)
 from recall_eval.types import ChatMessage, Endpoint
 
 SERVER_TOKENIZER_NAME = "server:/v1/tokenize"
@@ -36,7 +52,18 @@ _TOKENS_REPLY_PRIMER = 3
 _TEMPLATE_TOKEN = -1  # stands for an approximated template token in tiktoken token lists
 _UNKNOWN_ID = -2  # stands for a token counted by the server whose id it did not say
 _PROBE = (ChatMessage(role="user", content="Hello."),)
+# a longer prompt: a count that does not grow by at least MIN_GROWTH over _PROBE's is not trusted
+_PROBE_LONG = (ChatMessage(role="user", content=" ".join(["Hello there, how are you today?"] * 40)),)
+MIN_GROWTH = 100
 _RETRY = RetryPolicy()
+
+
+class PromptRefused(Exception):
+    """The server refused a counting request because the prompt is longer than its context."""
+
+
+def _without_nulls(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if value is not None}
 
 
 class TokenCounter(Protocol):
@@ -70,10 +97,11 @@ class _ServerCounter:
     exact = True
     gives_ids = True
 
-    def __init__(self, endpoint: Endpoint, http: httpx.AsyncClient):
+    def __init__(self, endpoint: Endpoint, http: httpx.AsyncClient, knobs: dict[str, Any] | None = None):
         self.endpoint = endpoint
         self.http = http
         self.root = endpoint.base_url.rstrip("/")
+        self.knobs = dict(knobs or {})  # request fields that change the rendered prompt
 
     def _messages(self, messages: tuple[ChatMessage, ...]) -> list[dict[str, str]]:
         return [message.model_dump() for message in messages]
@@ -83,22 +111,28 @@ class _ServerCounter:
 
         async def once() -> Any:
             response = await self.http.post(url, json=body, timeout=httpx.Timeout(600.0, connect=10.0))
-            if response.status_code in (401, 403):
-                raise auth_failure(url, response.status_code)
-            if response.status_code in (429, 502, 503, 504):
-                raise RequestFailed("server", f"HTTP {response.status_code}", response.status_code)
-            if response.status_code != 200:
-                raise UserError(
-                    f"tokenizing at {url} failed: HTTP {response.status_code} {response.text[:200]}"
-                )
+            status = response.status_code
+            if status in (401, 403):
+                raise auth_failure(url, status)
+            if status == 429 or status >= 500:
+                message = error_text(response.content)
+                raise status_failure(status, message, response.headers.get("retry-after"))
+            if status != 200:
+                message = error_text(response.content)
+                if classify_error_message(message, status) == "too_long":
+                    raise PromptRefused(f"HTTP {status}: {message}")
+                raise UserError(f"{url} answered HTTP {status}: {message}")
             return response.json()
 
         try:
             return await with_retries(once, _RETRY)
         except RequestFailed as err:
-            raise UserError(f"tokenizing at {url} failed ({err}); is the server up?") from err
+            raise UserError(
+                f"measuring a prompt's length at {url}: the server answered {err} "
+                f"(after {err.attempts} attempts); try again when it takes requests, or lower --concurrency"
+            ) from err
         except ValueError as err:
-            raise UserError(f"tokenizing at {url} failed: the answer is not JSON") from err
+            raise UserError(f"{url} did not answer JSON to a length measurement") from err
 
     async def count_messages(self, messages: tuple[ChatMessage, ...]) -> int:
         return len(await self.tokenize_messages(messages))
@@ -132,6 +166,8 @@ class VllmTokenizer(_ServerCounter):
             "messages": self._messages(messages),
             "add_generation_prompt": True,
         }
+        if isinstance(self.knobs.get("chat_template_kwargs"), dict):
+            body["chat_template_kwargs"] = self.knobs["chat_template_kwargs"]
         ids = _as_ids((await self._post("/tokenize", body) or {}).get("tokens"))
         if ids is None:
             raise UserError(f"{self.root}/tokenize answered without a token list")
@@ -163,11 +199,13 @@ class UsageTokenizer(_ServerCounter):
         body = {
             "model": self.endpoint.model,
             "messages": self._messages(messages),
-            "max_tokens": 1,
             "temperature": 0,
+            **self.knobs,
+            "max_tokens": 1,
             "stream": False,
         }
-        data = await self._post("/v1/chat/completions", body)
+        body.pop("stream_options", None)  # only valid with stream: true
+        data = await self._post("/v1/chat/completions", _without_nulls(body))
         usage = data.get("usage") if isinstance(data, dict) else None
         count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
         if not isinstance(count, int) or count <= 0:
@@ -208,25 +246,40 @@ class TiktokenTokenizer:
 
 
 async def probe_tokenizer(
-    endpoint: Endpoint, http: httpx.AsyncClient, allow_usage: bool = True
+    endpoint: Endpoint,
+    http: httpx.AsyncClient,
+    allow_usage: bool = True,
+    knobs: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> TokenCounter:
-    """The first way of counting that this server answers (see the module docstring).
+    """The first way of counting that this server answers and whose counts grow with the prompt (see
+    the module docstring); why a way that answered was not trusted is appended to `notes`.
 
     allow_usage=False skips the usage probe (it spends one short generation per measurement).
+    knobs: request fields that change the rendered prompt (RequestKnobs.body_fields()).
     """
     candidates: list[_ServerCounter] = [
-        SglangTokenizer(endpoint, http),
-        VllmTokenizer(endpoint, http),
-        LlamaCppTokenizer(endpoint, http),
+        SglangTokenizer(endpoint, http, knobs),
+        VllmTokenizer(endpoint, http, knobs),
+        LlamaCppTokenizer(endpoint, http, knobs),
     ]
     if allow_usage:
-        candidates.append(UsageTokenizer(endpoint, http))
+        candidates.append(UsageTokenizer(endpoint, http, knobs))
     for candidate in candidates:
         try:
-            if await candidate.count_messages(_PROBE) > 0:
-                return candidate
+            short = await candidate.count_messages(_PROBE)
+            if short <= 0:
+                continue
+            longer = await candidate.count_messages(_PROBE_LONG)
         except AuthFailed:
             raise  # a key problem is the user's to fix, not a reason to count another way
-        except (UserError, httpx.HTTPError, ValueError, AttributeError, TypeError):
+        except (UserError, PromptRefused, httpx.HTTPError, ValueError, AttributeError, TypeError):
             continue
+        if longer - short >= MIN_GROWTH:
+            return candidate
+        if notes is not None:
+            notes.append(
+                f"{candidate.name} counts do not follow the prompt ({short} tokens for a 2-word prompt, "
+                f"{longer} for a 240-word one)"
+            )
     return TiktokenTokenizer()

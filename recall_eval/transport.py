@@ -8,8 +8,12 @@
   httpx's own read timeout is off: a server may hold the response headers until its first token, so
   the stream reader applies the first-token and idle limits itself (recall_eval.client).
 - with_retries() is the one retry loop: transient answers (429, 502, 503, 504) and failed or dropped
-  connections are retried with exponential backoff, honouring Retry-After, a bounded number of times.
-  httpx's transport retries cover connect errors only, so this sits above it.
+  connections are retried with exponential backoff and jitter (so replicas and runners retrying at
+  once do not come back in step), never sooner than Retry-After, a bounded number of times. httpx's
+  transport retries cover connect errors only, so this sits above it. A certificate the client does
+  not trust is a `tls` failure: named in one line, never retried (it will not change).
+- TLS trust (tls_verify): --ca-bundle, else $REQUESTS_CA_BUNDLE / $SSL_CERT_FILE / $CURL_CA_BUNDLE as
+  requests and curl read them, else the system's and certifi's roots; --insecure turns checking off.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import os
+import random
 import re
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,7 +49,9 @@ _TOO_LONG = re.compile(
     re.IGNORECASE,
 )
 
-FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout", "protocol", "auth"]
+FailureKind = Literal["too_long", "rejected", "server", "connection", "timeout", "protocol", "auth", "tls"]
+CA_ENV_VARS = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")  # in the order requests reads them
+TLS_FIX = "pass --ca-bundle PATH (the CA that signed it), or --insecure to skip the check"
 
 
 class RequestFailed(Exception):
@@ -56,6 +64,7 @@ class RequestFailed(Exception):
     connection  could not connect / the connection dropped, after bounded retries
     timeout     no first token, no chunk for the idle limit, or over the total limit: not retried
     protocol    the answer is not a readable event stream (malformed JSON, not SSE, oversized)
+    tls         the server's certificate is not trusted (not retried)
     `partial` keeps what arrived before the failure (an excerpt for the result).
     """
 
@@ -78,10 +87,12 @@ class RequestFailed(Exception):
 
 @dataclass(frozen=True)
 class ServerAuth:
-    """Credentials and headers for a server. Never stored: the run spec records only header names."""
+    """Credentials, headers and TLS trust for a server. Never stored: the run spec records only header
+    names. verify: what httpx checks certificates with (an SSLContext, or False for --insecure)."""
 
     api_key: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    verify: ssl.SSLContext | bool = field(default=True, repr=False, compare=False)
 
     def http_headers(self) -> dict[str, str]:
         sent = dict(self.headers)
@@ -104,11 +115,66 @@ class ServerAuth:
         api_key: str | None,
         headers: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> ServerAuth:
         """--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY; headers as given."""
         environ = os.environ if env is None else env
         key = api_key or next((environ[name] for name in KEY_ENV_VARS if environ.get(name)), None)
-        return cls(api_key=key, headers=dict(headers or {}))
+        return cls(api_key=key, headers=dict(headers or {}), verify=verify)
+
+
+def ca_bundle_of(ca_bundle: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The CA file to trust: --ca-bundle, else the first of CA_ENV_VARS that is set; None: defaults."""
+    environ = os.environ if env is None else env
+    if ca_bundle:
+        return os.fspath(ca_bundle)
+    return next((environ[name] for name in CA_ENV_VARS if environ.get(name)), None)
+
+
+def tls_verify(
+    ca_bundle: str | os.PathLike[str] | None = None, insecure: bool = False, env: Mapping[str, str] | None = None
+) -> ssl.SSLContext | bool:
+    """How certificates are checked: False for --insecure; an SSLContext trusting the CA file (a
+    ValueError naming it when it cannot be read); True (httpx's defaults: certifi) otherwise."""
+    if insecure:
+        return False
+    path = ca_bundle_of(ca_bundle, env)
+    if path is None:
+        return True
+    try:
+        if os.path.isdir(path):
+            return ssl.create_default_context(capath=path)
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as err:
+        raise ValueError(f"cannot read the CA bundle {path}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def is_certificate_error(err: BaseException) -> bool:
+    """A TLS handshake that failed on the certificate (self-signed, unknown CA, wrong host name)."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def tls_failure_line(url: str, err: BaseException) -> str:
+    """The one line for a certificate the client does not trust."""
+    reason = next(
+        (str(e.verify_message) for e in _chain(err) if isinstance(e, ssl.SSLCertVerificationError)), None
+    )
+    why = f" ({reason})" if reason else ""
+    return f"{url}: the server's TLS certificate is not trusted{why}; {TLS_FIX}"
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    seen: BaseException | None = err
+    while seen is not None and seen not in found:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -151,7 +217,8 @@ class RetryPolicy:
 
 def make_sync_client(auth: ServerAuth | None = None, timeout_s: float = 10.0) -> httpx.Client:
     """The blocking twin for launchers (readiness polling, /server_info after launch)."""
-    return httpx.Client(headers=(auth or ServerAuth()).http_headers(), timeout=timeout_s, trust_env=False)
+    auth = auth or ServerAuth()
+    return httpx.Client(headers=auth.http_headers(), timeout=timeout_s, trust_env=False, verify=auth.verify)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -196,6 +263,27 @@ def status_failure(status: int, message: str, retry_after: str | None = None) ->
     )
 
 
+def backoff_wait(policy: RetryPolicy, attempt: int, retry_after_s: float | None = None) -> float:
+    """Seconds before retry number `attempt` (1: the first retry): exponential backoff with jitter
+    (between half and all of it), never less than what Retry-After asked, at most policy.max_wait_s."""
+    wait = policy.backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.0)
+    if retry_after_s is not None:
+        wait = max(wait, retry_after_s)
+    return min(wait, policy.max_wait_s)
+
+
+def transport_failure(err: httpx.TransportError, url: str | None = None) -> RequestFailed:
+    """The RequestFailed for an httpx transport error: `tls` for a certificate, else `connection`."""
+    if is_certificate_error(err):
+        if url is None:
+            try:
+                url = str(err.request.url.copy_with(path="/", query=None))
+            except RuntimeError:  # an error raised without its request
+                url = "the server"
+        return RequestFailed("tls", tls_failure_line(url, err))
+    return RequestFailed("connection", f"{type(err).__name__}: {err}".strip())
+
+
 def is_transient(failure: RequestFailed) -> bool:
     if failure.kind == "connection":
         return True
@@ -225,7 +313,7 @@ async def with_retries(
                 "timeout", f"no complete answer within {total_s:g}s", attempts=attempt
             ) from err
         except httpx.TransportError as err:
-            failure = RequestFailed("connection", f"{type(err).__name__}: {err}".strip(), attempts=attempt)
+            failure = transport_failure(err)
             cause: BaseException = err
         except RequestFailed as err:
             failure, cause = err, err
@@ -234,7 +322,4 @@ async def with_retries(
             if failure is cause:
                 raise failure
             raise failure from cause
-        wait = policy.backoff_s * 2 ** (attempt - 1)
-        if failure.retry_after_s is not None:
-            wait = max(wait, failure.retry_after_s)
-        await sleep(min(wait, policy.max_wait_s))
+        await sleep(backoff_wait(policy, attempt, failure.retry_after_s))

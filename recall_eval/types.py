@@ -72,6 +72,9 @@ class Case(_Frozen):
     # set by calibration when even the suite's smallest form of this case exceeds target_tokens: why;
     # such a case is never sent and ends as the "not_applicable" outcome
     not_applicable: str | None = None
+    # set by calibration when the server refused this case's prompt as longer than its context: why;
+    # such a case is never sent again and ends as the "too_long" outcome
+    too_long: str | None = None
 
 
 @runtime_checkable
@@ -129,7 +132,9 @@ class Completion(_Frozen):
     """What the server returned for one request, with client-side timings."""
 
     text: str  # the answer: content with any <think>...</think> removed
-    reasoning: str = ""  # reasoning_content, or the removed <think> text
+    reasoning: str = ""  # reasoning_content, or the removed <think> text (at most MAX_REASONING_CHARS kept)
+    reasoning_cut: bool = False  # the reasoning was longer than what is kept: `reasoning` is its start
+    streamed: bool = True  # False: the server answered one JSON body; ttft_s and itl_s are not measured
     finish_reason: str | None = None  # "stop", "length", ... as the server reported it
     prompt_tokens: int | None = None  # server usage.prompt_tokens
     completion_tokens: int | None = None  # server usage.completion_tokens (else counted content chunks)
@@ -236,6 +241,8 @@ class RunSpec(_Frozen):
     trials: int = 2
     seed: int = 0
     max_tokens: int = 32  # answer budget
+    # False when max_tokens is the default (not given): a server found reasoning gets a thinking budget
+    max_tokens_given: bool = True
     concurrency: int = 1
     request_timeout_s: float = 600.0
     variant: str = "default"
@@ -271,6 +278,10 @@ class Run(_Frozen):
     # True when this run's requests were interleaved with another variant's on live servers at the same
     # time (compare with two --base-url): only then may their speeds be tested as paired samples.
     interleaved: bool = False
+    # what the run changed to suit the server, by name, one line each (recall_eval.adaptations): a base
+    # URL form, a field the server rejected, JSON answers to stream requests, untrusted usage counts,
+    # TLS checks off, a thinking budget; reports list them
+    adaptations: dict[str, str] = Field(default_factory=dict)
 
 
 class Endpoint(_Frozen):

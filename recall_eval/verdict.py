@@ -7,6 +7,8 @@
        nothing was measured
     4  finished, recall below --fail-under (overall or for a suite), or (compare --fail-on-regression)
        a variant significantly worse than the first on the paired cases
+    5  finished, but every answer was cut inside the model's reasoning: the answer budget
+       (--max-tokens) is too small for a thinking model, nothing about recall was learned
   130  interrupted (Ctrl-C)
 
 Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
@@ -24,6 +26,7 @@ import pandas as pd
 
 from recall_eval.errors import BadInput
 from recall_eval.frame import frame_of
+from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.stats import recall_table
 from recall_eval.types import INFRA_OUTCOMES, Result
 
@@ -32,6 +35,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ANSWER = 3
 EXIT_BELOW_GATE = 4
+EXIT_BUDGET_TOO_SMALL = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -118,6 +122,16 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: st
         return Verdict(
             EXIT_NO_ANSWER, (f"{where}no case got an answer from a live model{why}: nothing was measured",)
         )
+    if budget_eaten_by_reasoning(results):
+        budgets = {r.completion.completion_tokens for r in results if r.completion and r.completion.completion_tokens}
+        spent = f" ({max(budgets)} tokens)" if budgets else ""
+        return Verdict(
+            EXIT_BUDGET_TOO_SMALL,
+            (
+                f"{where}every answer was cut inside the model's reasoning: the answer budget{spent} is too "
+                "small for this thinking model, so recall was not measured; raise --max-tokens (e.g. 4096)",
+            ),
+        )
     if gate is None:
         return Verdict(EXIT_OK, ())
     lines = []
@@ -160,11 +174,12 @@ def compare_verdict(
     regressions: Sequence[Regression] = (),
 ) -> Verdict:
     """The exit code of a compare that finished: each variant judged as a sweep's run is (3 when one
-    got no answer from a live model, its lines first; 4 for a threshold it missed), and 4 for each
-    regression; the lines name the variant."""
+    got no answer from a live model, its lines first; 5 when one's answers were all cut inside its
+    reasoning; 4 for a threshold it missed), and 4 for each regression; the lines name the variant."""
     endings = [verdict(results, gate, where=f"variant {label}, ") for label, results in variants]
-    unanswered = [line for ending in endings if ending.exit_code == EXIT_NO_ANSWER for line in ending.lines]
-    if unanswered:
-        return Verdict(EXIT_NO_ANSWER, tuple(unanswered))
+    for code in (EXIT_NO_ANSWER, EXIT_BUDGET_TOO_SMALL):
+        lines = [line for ending in endings if ending.exit_code == code for line in ending.lines]
+        if lines:
+            return Verdict(code, tuple(lines))
     unmet = [line for ending in endings for line in ending.lines] + [r.line() for r in regressions]
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, tuple(unmet))

@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
 from recall_eval.frame import frame_of
+from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.store import load_run
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
@@ -168,6 +169,7 @@ def render_html(
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
         or "–",
         metadata=metadata_rows(run),
+        budget_too_small=budget_eaten_by_reasoning(results),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info

@@ -16,22 +16,31 @@ from typing import Any, NoReturn
 import httpx
 
 import suites
+from recall_eval import adaptations as adapted
 from recall_eval import event_loop
+from recall_eval.adaptations import Adaptations
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunInterrupted, RunStopped
-from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
+from recall_eval.calibration import (
+    DEFAULT_TOKENS_PER_WORD,
+    CalibrationCache,
+    Calibrator,
+    UntrustedCounts,
+    recipe_id,
+)
 from recall_eval.client import ChatClient
-from recall_eval.connect import auth_of, connect, probe_replicas
+from recall_eval.connect import THINKING_MAX_TOKENS, auth_of, connect, probe_replicas
 from recall_eval.errors import BadInput, UserError
 from recall_eval.indexer_client import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
 from recall_eval.run_client import make_http_client
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
+from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME
-from recall_eval.transport import ServerAuth
+from recall_eval.tokenization import SERVER_TOKENIZER_NAME, TiktokenTokenizer, TokenCounter
+from recall_eval.transport import ServerAuth, tls_verify
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, RunStatus, ServerHandle
 
 
@@ -100,7 +109,7 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
     if profile.engine == "external":
         assert profile.base_url is not None
-        yield Target(base_url=profile.base_url, model=profile.served_model_name)
+        yield Target(base_url=server_root(profile.base_url), model=profile.served_model_name)
         return
     from launchers.lifecycle import launch, sigterm_raises_exit
 
@@ -122,7 +131,12 @@ def request_auth(request: RequestOptions | None) -> ServerAuth:
     """The key (--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY) and headers of the request
     options: used on every request, never stored."""
     request = request or RequestOptions()
-    return auth_of(request.api_key, list(request.headers or ()))
+    auth = auth_of(request.api_key, list(request.headers or ()))
+    try:
+        verify = tls_verify(request.ca_bundle, bool(request.insecure))
+    except ValueError as err:
+        raise BadInput(f"--ca-bundle: {err}") from None
+    return dataclasses.replace(auth, verify=verify)
 
 
 def run_recorded(
@@ -144,7 +158,7 @@ def run_recorded(
         with open_target(profile, store.path, hooks) as target:
             launched_key = getattr(target.handle, "api_key", None)
             if launched_key and not auth.api_key:
-                auth = ServerAuth(api_key=launched_key, headers=auth.headers)
+                auth = ServerAuth(api_key=launched_key, headers=auth.headers, verify=auth.verify)
                 store.redactor = Redactor(auth.secrets())
             event_loop.run(run_sweep(store, target, hooks, auth, retry))
     except (KeyboardInterrupt, Exception) as err:
@@ -194,8 +208,10 @@ def http_client(auth: ServerAuth | None = None) -> httpx.AsyncClient:
 
 
 def target_urls(profile: Profile, base_url: str) -> list[str]:
-    """Every endpoint serving the variant: the target's URL, then an external profile's replicas."""
-    return [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+    """Every endpoint serving the variant: the target's URL, then an external profile's replicas, each
+    as its server root (recall_eval.server_url: a trailing /v1 or slash dropped)."""
+    urls = [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+    return [server_root(url) for url in urls]
 
 
 def check_reachable(profile: Profile, request: RequestOptions | None = None) -> None:
@@ -251,10 +267,39 @@ async def prepared_sweep(
     interleave) is marked false."""
     spec = store.run.spec
     profile = store.run.profile
-    urls = target_urls(profile, target.base_url) if profile is not None else [target.base_url]
-    connection = await connect(urls, http, spec, target.model)
+    urls = target_urls(profile, target.base_url) if profile is not None else [server_root(target.base_url)]
+    shown_url = without_userinfo(urls[0])
+    adaptations = run_adaptations(store, hooks)
+    given = (profile.base_url if profile is not None and profile.engine == "external" else None) or ""
+    if given and given.rstrip("/") != urls[0]:
+        adapted_line = f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."
+        adaptations.note(adapted.BASE_URL, adapted_line)
+    if getattr(http, "insecure", False):  # run_client.RunClient
+        adaptations.note(adapted.TLS, "--insecure: the server's TLS certificate was not checked")
+    hint = (
+        "the server this run launched stopped answering; see its server-*.log in the run directory"
+        if target.handle is not None
+        else None
+    )
+    connection = await connect(
+        urls, http, spec, target.model, adaptations=adaptations, **({"hint": hint} if hint else {})
+    )
+    for line in connection.warnings:
+        adaptations.note(adapted.MODELS_ENDPOINT, line)
+    if connection.tokenizer_notes:
+        adaptations.note(
+            adapted.LENGTHS,
+            f"{'; '.join(connection.tokenizer_notes)}: lengths are estimated instead (tiktoken)"
+            if connection.lengths_estimated
+            else f"{'; '.join(connection.tokenizer_notes)}: lengths measured with {connection.tokenizer.name}",
+        )
     facts, tokenizer, client = connection.facts, connection.tokenizer, connection.client
-    server_info = {**target.server_info, **connection.server_info, "base_url": target.base_url}
+    server_info = {
+        **target.server_info,
+        **connection.server_info,
+        "base_url": shown_url,
+        "api_root": api_root(shown_url),
+    }
     recipes = build_recipes(spec)
     done = store.final_case_ids(retry=retry)
     pending = {recipe_id(recipe) for recipe in recipes} - done
@@ -272,16 +317,16 @@ async def prepared_sweep(
             }
         )
     )
-    if connection.lengths_estimated:
+    if connection.lengths_estimated and not connection.tokenizer_notes:
         hooks.note(
-            f"{target.base_url} offers no tokenizer endpoint and no usage counts; lengths are estimated "
+            f"{shown_url} offers no tokenizer endpoint and no usage counts; lengths are estimated "
             f"with {tokenizer.name} and an approximate chat template (the report says so)",
             level="warning",
         )
     if spec.capture_indexer and tokenizer.name != SERVER_TOKENIZER_NAME:
         raise UserError(
             f"--capture-indexer needs the server's /v1/tokenize (needle offsets in its tokens); "
-            f"{target.base_url} has none"
+            f"{shown_url} has none"
         )
     capture = await _open_capture(store, client, server_info) if spec.capture_indexer else None
     limit = facts.context_length
@@ -298,10 +343,24 @@ async def prepared_sweep(
     ) as progress:
         progress.start_calibration(len(to_calibrate))
         started = time.perf_counter()
-        calibrated = await Calibrator(tokenizer, cache).calibrate(
-            fits, only=to_calibrate, on_done=progress.calibrated
-        )
+        try:
+            calibrated = await Calibrator(tokenizer, cache).calibrate(
+                fits, only=to_calibrate, on_done=progress.calibrated
+            )
+        except UntrustedCounts as untrusted:
+            tokenizer = _estimated_lengths(store, adaptations, str(untrusted))
+            progress.start_calibration(len(to_calibrate))
+            calibrated = await Calibrator(tokenizer, cache).calibrate(
+                fits, only=to_calibrate, on_done=progress.calibrated
+            )
         cache.save(store.path)
+        refused = sum(case.too_long is not None for case in calibrated)
+        if refused:
+            adaptations.note(
+                adapted.TOO_LONG,
+                f"the server refused {refused} prompt(s) as longer than its context while their lengths "
+                "were measured; those cases are too_long, not sent",
+            )
         progress.log(
             f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
         )
@@ -311,12 +370,14 @@ async def prepared_sweep(
             concurrency=spec.concurrency,
             context_limit=limit,
             retry=retry,
+            thinking_max_tokens=None if spec.max_tokens_given else THINKING_MAX_TOKENS,
         )
         redact = store.redactor.text
         runner_hooks = RunnerHooks(
             on_start=progress.started,
             on_result=progress.finished,
             on_event=lambda line: progress.log(redact(line)),
+            on_adapted=adaptations.note,
         )
         runner = Runner(
             store,
@@ -328,6 +389,36 @@ async def prepared_sweep(
             replicas=connection.replicas,
         )
         yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, done), progress)
+
+
+def run_adaptations(store: RunStore, hooks: Hooks) -> Adaptations:
+    """The run's adaptations, continuing what run.json holds: each new one is said once on the console
+    (a warning line) and written into run.json at once."""
+
+    def on_new(name: str, line: str) -> None:
+        hooks.note(store.redactor.text(line), level="warning")
+        store.write_run(
+            store.run.model_copy(update={"adaptations": {**store.run.adaptations, name: line}})
+        )
+
+    return Adaptations(store.run.adaptations, on_new)
+
+
+def _estimated_lengths(store: RunStore, adaptations: Adaptations, why: str) -> TokenCounter:
+    """Switch the run to estimated lengths (tiktoken) after the server's counts failed a check."""
+    tokenizer = TiktokenTokenizer()
+    spec = store.run.spec
+    adaptations.note(
+        adapted.LENGTHS,
+        f"the server's token counts do not follow the prompt ({why}); lengths are estimated with "
+        f"{tokenizer.name} instead",
+    )
+    store.write_run(
+        store.run.model_copy(
+            update={"length_measure": tokenizer.name, "estimated_length_suites": spec.suites}
+        )
+    )
+    return tokenizer
 
 
 async def _open_capture(store: RunStore, client: ChatClient, server_info: dict[str, Any]) -> IndexerCapture:

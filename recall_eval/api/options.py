@@ -104,7 +104,18 @@ class RequestOptions:
         no_default=True,
     )
     extra_body: str | Mapping[str, Any] | None = option(
-        "--extra-body", "JSON object merged into every chat request body", no_default=True
+        "--extra-body",
+        "JSON object merged into every chat request body; a null value removes that key",
+        no_default=True,
+    )
+    # TLS trust (not stored: run.json records only that checking was off, as an adaptation)
+    ca_bundle: str | Path | None = option(
+        "--ca-bundle",
+        "CA certificate file (PEM) to trust for https servers (else $REQUESTS_CA_BUNDLE, $SSL_CERT_FILE)",
+        no_default=True,
+    )
+    insecure: bool | None = option(
+        "--insecure", "do not check the server's TLS certificate (a warning line says so)", no_default=True
     )
 
 

@@ -97,6 +97,7 @@ def build_spec(
     knobs = request_knobs(request)
     auth = request_auth(request)
     thinking = is_thinking_run(RunSpec(lengths=(1,), depths=(0.0,), **knobs))
+    max_tokens_given = grid.max_tokens is not None
     if grid.max_tokens is None and thinking:
         grid = dataclasses.replace(grid, max_tokens=THINKING_MAX_TOKENS)
     grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
@@ -111,6 +112,7 @@ def build_spec(
         trials=grid.trials,
         seed=grid.seed,
         max_tokens=grid.max_tokens,
+        max_tokens_given=max_tokens_given,
         concurrency=request.concurrency,
         request_timeout_s=request.request_timeout_s,
         variant=variant or DEFAULT_VARIANT,

@@ -45,6 +45,8 @@ def compare(
     reasoning_effort: opt.ReasoningEffort = None,
     chat_template_kwargs: opt.ChatTemplateKwargs = None,
     extra_body: opt.ExtraBody = None,
+    ca_bundle: opt.CaBundle = None,
+    insecure: opt.Insecure = False,
     profile: opt.ProfileName = None,
     profiles_file: opt.ProfilesFile = None,
     base_url: Annotated[
@@ -96,7 +98,7 @@ def compare(
 
     Exit codes: 0 finished (and every gate met); 1 could not run or stopped early; 2 bad input;
     3 a variant got no answer from a live model; 4 below --fail-under or a --fail-on-regression drop;
-    130 interrupted."""
+    5 a variant's answers were all cut inside its reasoning (raise --max-tokens); 130 interrupted."""
     options = api.CompareOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
@@ -109,6 +111,8 @@ def compare(
             reasoning_effort=reasoning_effort,
             chat_template_kwargs=chat_template_kwargs,
             extra_body=extra_body,
+            ca_bundle=ca_bundle,
+            insecure=insecure or None,
         ),
         profile=profile,
         profiles_file=profiles_file,

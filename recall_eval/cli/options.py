@@ -94,3 +94,5 @@ ReasoningEffort = Annotated[
 ]
 ChatTemplateKwargs = Annotated[str | None, flag(RequestOptions, "chat_template_kwargs", metavar="JSON")]
 ExtraBody = Annotated[str | None, flag(RequestOptions, "extra_body", metavar="JSON")]
+CaBundle = Annotated[str | None, flag(RequestOptions, "ca_bundle", metavar="PATH")]
+Insecure = Annotated[bool, flag(RequestOptions, "insecure")]

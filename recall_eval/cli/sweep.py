@@ -65,6 +65,8 @@ def sweep(
     reasoning_effort: opt.ReasoningEffort = None,
     chat_template_kwargs: opt.ChatTemplateKwargs = None,
     extra_body: opt.ExtraBody = None,
+    ca_bundle: opt.CaBundle = None,
+    insecure: opt.Insecure = False,
     capture_indexer: Annotated[
         bool,
         typer.Option(
@@ -103,7 +105,8 @@ def sweep(
     """Run the recall grid (suites x lengths x depths x trials) and write a report.
 
     Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
-    3 no case got an answer from a live model; 4 recall below --fail-under; 130 interrupted."""
+    3 no case got an answer from a live model; 4 recall below --fail-under; 5 every answer was cut
+    inside the model's reasoning (raise --max-tokens); 130 interrupted."""
     options = api.SweepOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
@@ -116,6 +119,8 @@ def sweep(
             reasoning_effort=reasoning_effort,
             chat_template_kwargs=chat_template_kwargs,
             extra_body=extra_body,
+            ca_bundle=ca_bundle,
+            insecure=insecure or None,
         ),
         target=api.TargetOptions(
             profile=profile,

@@ -41,7 +41,13 @@ def test_every_grid_and_request_field_has_a_default_and_a_flag() -> None:
 def test_spec_from_defaults_and_lists() -> None:
     spec = build_spec(api.GridOptions(lengths=[1000, 500], depths=[0, 100]), api.RequestOptions())
     assert spec == RunSpec(
-        suites=("needle",), lengths=(500, 1000), depths=(0.0, 100.0), trials=2, seed=0, max_tokens=32
+        suites=("needle",),
+        lengths=(500, 1000),
+        depths=(0.0, 100.0),
+        trials=2,
+        seed=0,
+        max_tokens=32,
+        max_tokens_given=False,  # the default budget: a reasoning server gets the thinking budget
     )
     with pytest.raises(BadInput, match="--trials 0: must be at least 1"):
         build_spec(api.GridOptions(trials=0), api.RequestOptions())

@@ -65,14 +65,16 @@ async def test_vllm_tokenize_request_shape():
 
     def handler(request):
         if request.url.path == "/tokenize":
-            bodies.append(json.loads(request.content))
-            return httpx.Response(200, json={"count": 5, "max_model_len": 4096, "tokens": [1, 2, 3, 4, 5]})
+            body = json.loads(request.content)
+            bodies.append(body)
+            tokens = list(range(sum(len(m["content"].split()) for m in body["messages"]) + 4))
+            return httpx.Response(200, json={"count": len(tokens), "max_model_len": 4096, "tokens": tokens})
         return httpx.Response(404, json={"detail": "Not Found"})
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     tokenizer = await probe_tokenizer(Endpoint(base_url="http://vllm", model="m"), http)
     assert tokenizer.name == VLLM_TOKENIZER_NAME
-    assert await tokenizer.count_messages((ChatMessage(role="user", content="hi"),)) == 5
+    assert await tokenizer.count_messages((ChatMessage(role="user", content="hi"),)) == 5  # 1 word + 4
     assert bodies[-1] == {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],

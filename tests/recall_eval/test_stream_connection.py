@@ -266,16 +266,30 @@ class _PoolClient:
     def __init__(self, pool: EventStreamPool):
         self.event_streams = pool
 
+    def event_streams_for(self, url: str) -> EventStreamPool:
+        return self.event_streams
+
 
 def test_a_header_with_a_line_break_is_refused():
     with pytest.raises(ValueError, match="line break"):
         EventStreamPool([(b"X-Team", b"a\r\nInjected: 1")], connect_s=2)
 
 
-def test_a_configured_proxy_keeps_httpx(monkeypatch):
+def test_a_proxied_host_keeps_httpx_and_others_keep_the_fast_reader(monkeypatch):
+    """The fast reader is chosen URL by URL with httpx's own proxy decision: a host behind HTTP_PROXY
+    goes through httpx; a host in NO_PROXY and loopback (never proxied) keep the fast reader."""
     monkeypatch.delenv("RECALL_EVAL_HTTP", raising=False)
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
     assert stream_connections_enabled()
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
-    assert not stream_connections_enabled()
+    monkeypatch.setenv("NO_PROXY", "direct.internal")
+    assert stream_connections_enabled()
+    client = make_http_client()
+    try:
+        assert client.event_streams_for("http://gpu.internal:30000/v1/chat/completions") is None
+        assert client.event_streams_for("http://direct.internal:30000/v1/chat/completions") is not None
+        assert client.event_streams_for("http://127.0.0.1:30000/v1/chat/completions") is not None
+        assert client.event_streams_for("https://direct.internal/v1/chat/completions") is None  # TLS: httpx
+    finally:
+        client.event_streams.close()
