@@ -42,7 +42,9 @@ class ServerArgs:
     memory_limit_gb: float | None
     # as SGLang's: the argv as given (so it carries --api-key; /server_info shows it, the log does not)
     launch_command: str = field(repr=False)
-    api_key: str | None = field(default=None, repr=False)  # SGLang's --api-key: Bearer auth on every route
+    # SGLang's --api-key: Bearer auth on every route. Printed in the start-up `server_args=` line, as
+    # SGLang prints it: the harness masks it in the log it writes (launchers/log_mask.py)
+    api_key: str | None = None
 
 
 def token_count(value: str) -> int:

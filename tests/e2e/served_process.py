@@ -19,23 +19,26 @@ def start_served(
     port: int,
     headers: Mapping[str, str] | None = None,
     ready_timeout_s: float = 120.0,
+    ready_path: str = "/v1/models",
+    scheme: str = "http",
 ) -> ServerProcess:
-    """Run argv (which must listen on 127.0.0.1:port) and return once GET /v1/models answers 200."""
+    """Run argv (which must listen on 127.0.0.1:port) and return once GET ready_path answers 200
+    (https: without checking the certificate, which the test under way is about)."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             list(argv), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=cli_env()
         )
-    server = ServerProcess(process, f"http://127.0.0.1:{port}", log_path)
+    server = ServerProcess(process, f"{scheme}://127.0.0.1:{port}", log_path)
     started = time.perf_counter()
     try:
-        with httpx.Client(timeout=5.0, headers=dict(headers or {})) as client:
+        with httpx.Client(timeout=5.0, headers=dict(headers or {}), verify=False, trust_env=False) as client:
             while time.perf_counter() - started < ready_timeout_s:
                 if process.poll() is not None:
                     raise AssertionError(
                         f"{argv[0]} exited with {process.returncode}:\n{server.log()[-3000:]}"
                     )
                 try:
-                    if client.get(f"{server.base_url}/v1/models").status_code == 200:
+                    if client.get(f"{server.base_url}{ready_path}").status_code == 200:
                         server.ready_s = time.perf_counter() - started
                         return server
                 except httpx.TransportError:
