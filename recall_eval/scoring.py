@@ -27,9 +27,10 @@ answer; they come from the runner and are never counted toward recall (see is_re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
-from recall_eval.types import RECALL_OUTCOMES, Completion, Outcome, Result
+import pandas as pd
+
+from recall_eval.types import RECALL_OUTCOMES, Completion, Outcome
 
 CODE_MIN_LEN = 5
 HEDGE_LIMIT = 2
@@ -107,12 +108,15 @@ def cut_in_reasoning(completion: Completion | None) -> bool:
     )
 
 
-def budget_eaten_by_reasoning(results: Iterable[Result]) -> bool:
-    """Every answer from a live model was cut inside its reasoning (and there was at least one): the
-    answer budget, not the model's recall, is what failed; reports and the exit code say so."""
-    answered = [result for result in results if is_recall_outcome(result.outcome)]
-    return bool(answered) and all(
-        result.outcome == "truncated" and cut_in_reasoning(result.completion) for result in answered
+def budget_eaten_by_reasoning(frame: pd.DataFrame) -> bool:
+    """Every answer from a live model (a results frame, recall_eval.frame) was cut inside its reasoning,
+    and there was at least one: the answer budget, not the model's recall, is what failed; the console,
+    the report and the exit code say so instead of "recall 0%"."""
+    if frame.empty:
+        return False
+    answered = frame[frame["outcome"].isin(RECALL_OUTCOMES)]
+    return bool(len(answered)) and bool(
+        ((answered["outcome"] == "truncated") & answered["error"].fillna("").str.startswith(REASONING_RAN_OUT)).all()
     )
 
 

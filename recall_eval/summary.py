@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from recall_eval.formatting import recall_text
+from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.stats import effective_length_of, recall_table
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES
 
@@ -19,7 +20,9 @@ def summary_line(frame: pd.DataFrame) -> str:
     pass 76, miss 4 · too_long 2'."""
     overall = recall_table(frame).iloc[0]
     passes, answered = int(overall["passes"]), int(overall["answered"])
-    if answered:
+    if answered and budget_eaten_by_reasoning(frame):
+        head, lengths = "recall not measured (every answer cut inside its reasoning: raise --max-tokens)", ""
+    elif answered:
         head = f"recall {recall_text(overall)}, {passes}/{answered} answered"
         lengths = ", ".join(
             f"{suite} {'none' if value is None else f'{value:,}'}"

@@ -122,8 +122,8 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: st
         return Verdict(
             EXIT_NO_ANSWER, (f"{where}no case got an answer from a live model{why}: nothing was measured",)
         )
-    if budget_eaten_by_reasoning(results):
-        budgets = {r.completion.completion_tokens for r in results if r.completion and r.completion.completion_tokens}
+    if budget_eaten_by_reasoning(frame):
+        budgets = [r.completion.completion_tokens for r in results if r.completion and r.completion.completion_tokens]
         spent = f" ({max(budgets)} tokens)" if budgets else ""
         return Verdict(
             EXIT_BUDGET_TOO_SMALL,

@@ -169,7 +169,7 @@ def render_html(
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
         or "–",
         metadata=metadata_rows(run),
-        budget_too_small=budget_eaten_by_reasoning(results),
+        budget_too_small=budget_eaten_by_reasoning(frame),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info

@@ -317,5 +317,8 @@ def test_a_budget_eaten_by_reasoning_is_said_with_its_own_exit_code(served, tmp_
     assert completed.returncode == EXIT_BUDGET_TOO_SMALL, completed.stderr
     assert {result.outcome for result in results} == {"truncated"}
     assert "budget" in error_lines(completed)[-1] and "--max-tokens" in error_lines(completed)[-1]
-    assert 'id="budget-banner"' in report_text(run_dir)
+    report = report_text(run_dir)
+    assert 'id="budget-banner"' in report and 'id="recall-not-measured"' in report
+    assert 'id="summary-recall"' not in report  # no "recall 0%" card
+    assert "recall not measured" in completed.stdout + completed.stderr
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"

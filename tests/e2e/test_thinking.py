@@ -12,6 +12,7 @@ import pytest
 from recall_eval.connect import THINKING_MAX_TOKENS
 from recall_eval.scoring import REASONING_RAN_OUT
 from recall_eval.store import load_run
+from recall_eval.verdict import EXIT_BUDGET_TOO_SMALL
 from tests.e2e.cli import run_cli
 from tests.e2e.served_process import free_port, start_served
 
@@ -42,7 +43,9 @@ def test_compare_think_off_on_with_a_small_budget(thinker, tmp_path, monkeypatch
         "compare", "think=off", "think=on", "--base-url", thinker.base_url, "--base-url", thinker.base_url,
         "--max-tokens", "32", *GRID,
     )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr
+    # think=on spent its whole (given) budget reasoning: the compare says the budget is too small (exit 5)
+    assert completed.returncode == EXIT_BUDGET_TOO_SMALL, completed.stderr
+    assert "variant think=on, every answer was cut inside the model's reasoning" in completed.stderr
     runs = _runs(tmp_path / "home")
     off, on = runs["think=off"], runs["think=on"]
     assert off[0].spec.chat_template_kwargs == {"thinking": False, "enable_thinking": False}
