@@ -1,28 +1,33 @@
-"""The filter between a launched server and its log: every line is written with its secrets masked.
+"""The copy from a launched server's output to its log: every line is written with its secrets masked.
 
 A server's output is the server's, but the log file is the run's, and a run never writes a secret:
-SGLang prints its whole ServerArgs at start-up (`api_key='...'`), and a reference engine or a wrapper
-script may echo its command line. The server's stdout and stderr go into a pipe; this process (started
-by launchers.processes, in its own session) reads it line by line and appends each line to the log
-masked by recall_eval.redact: by value (the secrets of the launch: values of secret-named flags and
-environment variables, passed in LOG_SECRETS_ENV, never on the command line) and by name
-(`--api-key X`, `api_key='X'`, `Authorization: Bearer X`). It exits at the end of the pipe, which is
-when the server's whole process group has exited, so the server's last words are written before a
-death is classified.
+SGLang prints its whole ServerArgs at start-up (`api_key='...'`), and a wrapper script may echo its
+command line. The server's stdout and stderr go into a pipe; a thread of the harness (MaskedLog) reads
+it and appends each line to the log masked by recall_eval.redact: by value (the launch's secrets:
+values of secret-named flags and environment variables) and by name (`--api-key X`, `api_key='X'`,
+`Authorization: Bearer X`). It ends at the end of the pipe, when the server's whole process group has
+exited; a death is classified after it has written the server's last words (wait()).
 
-Run as: python -m launchers.log_mask LOG_PATH (the server's output on stdin).
+"The server answered" (mark_served) is a position in the log: lines the server printed before it
+answered are older than the answer, even when they are still in the pipe. So the mark is taken in pipe
+bytes (what the thread has read plus what waits in the pipe, FIONREAD) and becomes a log offset once
+the thread has written that far. If the harness dies, so does this thread: the server's next write
+fails and the watchdog stops its group anyway.
 """
 
 from __future__ import annotations
 
-import json
+import fcntl
 import os
-import sys
+import struct
+import termios
+import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from recall_eval.redact import MIN_SECRET_LEN, Redactor, is_secret_name
 
-LOG_SECRETS_ENV = "RECALL_EVAL_LOG_SECRETS"
+READ_BYTES = 65_536
 MAX_LINE = 64 * 1024  # a longer line (a progress bar without newlines) is written in pieces
 
 
@@ -40,23 +45,81 @@ def launch_secrets(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
     return sorted({value for value in found if len(value) >= MIN_SECRET_LEN})
 
 
-def masker_env(secrets: Sequence[str]) -> dict[str, str]:
-    """The filter's environment: the harness's, plus the secrets to mask."""
-    return {**os.environ, LOG_SECRETS_ENV: json.dumps(list(secrets))}
+def _unread_bytes(fd: int) -> int:
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
 
 
-def main(log_path: str) -> int:
-    redactor = Redactor(json.loads(os.environ.get(LOG_SECRETS_ENV) or "[]"))
-    source = sys.stdin.buffer
-    with open(log_path, "ab") as log:
-        while True:
-            line = source.readline(MAX_LINE)
-            if not line:
-                return 0
-            text = line.decode("utf-8", errors="replace")
-            log.write(redactor.text(text).encode("utf-8"))
-            log.flush()
+class MaskedLog:
+    """Copies a pipe (the server's output, `fd`, owned and closed here) to `log_path`, masked."""
+
+    def __init__(self, fd: int, log_path: Path, secrets: Sequence[str]):
+        self.fd = fd
+        self.log_path = log_path
+        self.redactor = Redactor(secrets)
+        self.read = 0  # pipe bytes read
+        self.written = 0  # pipe bytes whose lines are in the log
+        self.mark_at: int | None = None  # pipe position of the latest "served" mark not yet written
+        self.marked_offset: int | None = None  # log offset of the latest mark once written
+        self.thread = threading.Thread(target=self._copy, name=f"log:{log_path.name}", daemon=True)
+        self.thread.start()
+
+    def mark_served(self) -> int | None:
+        """Mark "the server answered now"; returns the log offset at once when everything the server
+        printed before is already written, else None (served_offset() has it once written)."""
+        target = self.read + _unread_bytes(self.fd)  # read first: a race can only include older lines
+        if self.written >= target:
+            self.mark_at = None
+            self.marked_offset = _size(self.log_path)
+            return self.marked_offset
+        self.mark_at = target
+        return None
+
+    def served_offset(self) -> int | None:
+        return self.marked_offset
+
+    def wait(self, timeout_s: float = 5.0) -> None:
+        """Until the pipe has ended and everything is written (a server's child may hold it longer)."""
+        self.thread.join(timeout_s)
+
+    def _copy(self) -> None:
+        pending = b""
+        try:
+            with open(self.log_path, "ab") as log:
+                while chunk := os.read(self.fd, READ_BYTES):
+                    self.read += len(chunk)
+                    lines = (pending + chunk).split(b"\n")
+                    pending = lines.pop()
+                    if len(pending) > MAX_LINE:
+                        lines.append(pending)
+                        pending = b""
+                    if lines:
+                        text = "".join(self.redactor.text(line.decode("utf-8", "replace")) + "\n" for line in lines)
+                        log.write(text.encode("utf-8"))
+                        log.flush()
+                    self.written = self.read - len(pending)
+                    self._passed_mark(log)
+                if pending:
+                    log.write(self.redactor.text(pending.decode("utf-8", "replace")).encode("utf-8"))
+                    log.flush()
+                self.written = self.read
+                self._passed_mark(log)
+        except OSError:
+            pass  # the log went away with its run directory
+        finally:
+            os.close(self.fd)
+
+    def _passed_mark(self, log: object) -> None:
+        mark = self.mark_at
+        if mark is not None and self.written >= mark:
+            self.mark_at = None
+            self.marked_offset = log.tell()  # type: ignore[attr-defined]
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+def _size(path: Path) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None

@@ -20,7 +20,7 @@ import psutil
 
 from launchers import watchdog
 from launchers.argv.spec import LaunchSpec
-from launchers.log_mask import launch_secrets, masker_env
+from launchers.log_mask import MaskedLog, launch_secrets
 from launchers.server_records import ServerRecord, add_record
 
 _PR_SET_PDEATHSIG = 1
@@ -59,7 +59,7 @@ class ServerProcess:
         self.served_offset = 0  # the log's size when the server last answered a request
         self.started_at = 0.0
         self.guard: subprocess.Popen[bytes] | None = None
-        self.masker: subprocess.Popen[bytes] | None = None  # writes the server's output, masked, to the log
+        self.masked_log: MaskedLog | None = None  # writes the server's output, masked, to the log
 
     @property
     def pid(self) -> int | None:
@@ -86,18 +86,9 @@ class ServerProcess:
             preexec_fn=_die_with_parent if on_main_thread else None,
         )
         assert self.popen.stdout is not None
-        try:
-            # its own session: it outlives a stop of the server's group long enough to write the last lines
-            self.masker = subprocess.Popen(
-                [sys.executable, "-m", "launchers.log_mask", str(self.log_path)],
-                stdin=self.popen.stdout,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=masker_env(launch_secrets(self.spec.argv, env)),
-                start_new_session=True,
-            )
-        finally:
-            self.popen.stdout.close()  # the masker holds the pipe now; EOF when the server's group is gone
+        pipe = os.dup(self.popen.stdout.fileno())  # MaskedLog owns (and closes) this one
+        self.popen.stdout.close()
+        self.masked_log = MaskedLog(pipe, self.log_path, launch_secrets(self.spec.argv, env))
         self.guard = _start_guard(self.popen.pid)
         add_record(
             self.log_path.parent,
@@ -112,7 +103,13 @@ class ServerProcess:
         )
 
     def mark_served(self) -> None:
-        """The server just answered: log lines before here do not explain a later death."""
+        """The server just answered: log lines before here do not explain a later death (lines still
+        on their way to the log included: launchers.log_mask)."""
+        if self.masked_log is not None:
+            offset = self.masked_log.mark_served()
+            if offset is not None:
+                self.served_offset = offset
+            return
         try:
             self.served_offset = os.path.getsize(self.log_path)
         except OSError:
@@ -125,13 +122,9 @@ class ServerProcess:
         return code
 
     def wait_log(self, timeout_s: float = 5.0) -> None:
-        """Wait (briefly) until the masker has written everything the exited server printed."""
-        if self.masker is None or self.masker.poll() is not None:
-            return
-        try:
-            self.masker.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass  # a child of the server still holds the pipe: what is written so far is what we read
+        """Wait (briefly) until everything the exited server printed is in its log."""
+        if self.masked_log is not None:
+            self.masked_log.wait(timeout_s)
 
     def alive_members(self) -> list[psutil.Process]:
         if self.popen is None:
@@ -145,7 +138,9 @@ class ServerProcess:
         try:
             with open(self.log_path, "rb") as log:
                 size = log.seek(0, os.SEEK_END)
-                log.seek(max(self.log_offset, self.served_offset, size - TAIL_BYTES))
+                served = self.masked_log.served_offset() if self.masked_log is not None else None
+                served = max(self.served_offset, served or 0)
+                log.seek(max(self.log_offset, served, size - TAIL_BYTES))
                 data = log.read()
         except OSError:
             return []
