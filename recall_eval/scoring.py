@@ -21,7 +21,7 @@ are code-shaped; ``OMEGA``, ``12345``, ``hello`` are not. A code-shaped string i
 compared case-insensitively, it neither equals, contains nor is contained in an expected value.
 
 Infrastructure outcomes (too_long, oom, crash, timeout, error) are never produced here from an
-answer; they come from the runner and are never counted toward recall (see is_recall_outcome).
+answer; they come from the runner and are never counted toward recall (recall_eval.types.RECALL_OUTCOMES; the frame's `counted` column).
 """
 
 from __future__ import annotations
@@ -118,8 +118,3 @@ def budget_eaten_by_reasoning(frame: pd.DataFrame) -> bool:
     return bool(len(answered)) and bool(
         ((answered["outcome"] == "truncated") & answered["error"].fillna("").str.startswith(REASONING_RAN_OUT)).all()
     )
-
-
-def is_recall_outcome(outcome: Outcome) -> bool:
-    """True for answers from a live model (pass/miss/empty/truncated): the ones recall is computed over."""
-    return outcome in RECALL_OUTCOMES

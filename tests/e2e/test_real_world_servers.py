@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recall_eval.client import MAX_REASONING_CHARS
-from recall_eval.connect import THINKING_MAX_TOKENS
+from recall_eval.chat_client import MAX_REASONING_CHARS
+from recall_eval.exit_codes import EXIT_BUDGET_TOO_SMALL
 from recall_eval.store import load_run
+from recall_eval.thinking import THINKING_MAX_TOKENS
 from recall_eval.types import Result, Run
-from recall_eval.verdict import EXIT_BUDGET_TOO_SMALL
 from tests.e2e.cli import error_lines, run_cli
 from tests.e2e.served_process import free_port, start_served
 

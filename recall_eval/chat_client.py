@@ -285,7 +285,7 @@ class ChatClient:
         url = f"{self.endpoint.base_url.rstrip('/')}/v1/chat/completions"
         state = _StreamState()
         on_event = lambda data, arrived: _consume_event(data, state, arrived)  # noqa: E731
-        fast_reader = getattr(self.http, "event_streams_for", None)  # run_client.RunClient
+        fast_reader = getattr(self.http, "event_streams_for", None)  # http_client.RunClient
         streams = fast_reader(url) if fast_reader is not None else None
         sent = time.perf_counter()
         try:
