@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any, TypeVar
+from urllib.parse import urljoin
 
 import httpx
 
@@ -83,9 +84,10 @@ def json_answer_event(body: bytes) -> dict[str, Any]:
     return {**data, JSON_ANSWER: True}
 
 
-def redirect_failure(status: int, location: str | None) -> RequestFailed:
-    """A 3xx to a POST: not followed (a request body is not re-sent blindly); named, not retried."""
-    where = f" to {location}" if location else ""
+def redirect_failure(status: int, location: str | None, url: str = "") -> RequestFailed:
+    """A 3xx to a POST: not followed (a request body is not re-sent blindly); named (the location
+    resolved against the request's URL), not retried."""
+    where = f" to {urljoin(url, location)}" if location else ""
     return RequestFailed(
         "rejected",
         f"HTTP {status}: the server redirects the request{where}; give that URL as --base-url",
@@ -260,7 +262,7 @@ async def read_event_stream(
         message = error_text(await response.aread())
         raise status_failure(response.status_code, message, response.headers.get("retry-after"))
     if 300 <= response.status_code < 400:
-        raise redirect_failure(response.status_code, response.headers.get("location"))
+        raise redirect_failure(response.status_code, response.headers.get("location"), str(response.url))
     if is_json_answer(response.status_code, response.headers.get("content-type")):
         on_event(json_answer_event(await response.aread()), time.perf_counter())
         return True

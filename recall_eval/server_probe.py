@@ -61,7 +61,7 @@ async def _get_models(url: str, http: httpx.AsyncClient) -> httpx.Response:
     """GET /v1/models with the cases' retry manners; 401/403 raise AuthFailed, other answers return."""
 
     async def once() -> httpx.Response:
-        response = await http.get(url, timeout=10)
+        response = await http.get(url, timeout=10, follow_redirects=True)
         if response.status_code in (401, 403):
             raise auth_failure(url, response.status_code)
         if response.status_code == 429 or response.status_code >= 500:
@@ -120,7 +120,7 @@ async def probe_server(
         context = _first_int(card["meta"], ("n_ctx",))
     info: dict[str, Any] = {}
     try:
-        info_response = await http.get(f"{root}/server_info", timeout=10)
+        info_response = await http.get(f"{root}/server_info", timeout=10, follow_redirects=True)
         if info_response.status_code == 200 and isinstance(info_response.json(), dict):
             info = _scalars(info_response.json())
     except (httpx.TransportError, ValueError):

@@ -62,8 +62,13 @@ class _Exchange:
     """One request's response as it arrives: status, then an event stream (or an error body)."""
 
     def __init__(
-        self, on_event: Callable[[Any, float], object], limits: Timeouts, on_expire: Callable[[], None]
+        self,
+        on_event: Callable[[Any, float], object],
+        limits: Timeouts,
+        on_expire: Callable[[], None],
+        url: str = "",
     ):
+        self.url = url  # where the request went (a redirect's location is resolved against it)
         self.result: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.parser = EventStreamParser(on_event)
         self.watchdog = GapWatchdog(on_expire, limits)
@@ -134,7 +139,8 @@ class _Exchange:
             )
         elif 300 <= self.status < 400:
             location = self.headers.get(b"location")
-            self.fail(redirect_failure(self.status, location.decode("latin-1") if location else None))
+            where = location.decode("latin-1") if location else None
+            self.fail(redirect_failure(self.status, where, self.url))
         elif self.json_body is not None and not self.result.done():
             self.parser.on_event(json_answer_event(bytes(self.json_body)), arrived)
             self.finish(True)
@@ -311,11 +317,12 @@ class EventStreamPool:
         request = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
         connection = await self._connection(key)
         try:
-            return await self._exchange(connection, key, request, on_event, limits)
+            return await self._exchange(connection, key, request, on_event, limits, url)
         except RequestFailed as failure:
             if failure.kind != "connection" or not connection.was_reused or connection.answered:
                 raise
-        return await self._exchange(await self._connection(key, reuse=False), key, request, on_event, limits)
+        fresh = await self._connection(key, reuse=False)
+        return await self._exchange(fresh, key, request, on_event, limits, url)
 
     def _target(self, url: str) -> tuple[tuple[str, int], bytes]:
         """The host and the request head up to Content-Length, built once per URL."""
@@ -344,10 +351,11 @@ class EventStreamPool:
         request: bytes,
         on_event: Callable[[Any, float], object],
         limits: Timeouts,
+        url: str = "",
     ) -> bool:
         # the first-token or idle limit passed: fail the request and drop its connection
         exchange = _Exchange(
-            on_event, limits, on_expire=lambda: connection.break_off(exchange.watchdog.failure())
+            on_event, limits, on_expire=lambda: connection.break_off(exchange.watchdog.failure()), url=url
         )
         connection.send(request, exchange)
         try:

@@ -19,7 +19,8 @@ why is said in `notes`). Requests go through the cases' retry manners (transport
 5xx with jitter, Retry-After honoured); a refusal because the prompt is longer than the server's context
 raises PromptRefused (calibration marks that case too_long). The request knobs that change the rendered
 prompt (chat_template_kwargs, reasoning_effort, --extra-body) travel with the counting requests that
-render through the chat template (usage; vLLM's /tokenize takes chat_template_kwargs).
+render through the chat template (usage; SGLang's /v1/tokenize and vLLM's /tokenize get
+chat_template_kwargs).
 """
 
 from __future__ import annotations
@@ -145,9 +146,10 @@ class SglangTokenizer(_ServerCounter):
     name = SERVER_TOKENIZER_NAME
 
     async def tokenize_messages(self, messages: tuple[ChatMessage, ...]) -> list[int]:
-        data = await self._post(
-            "/v1/tokenize", {"model": self.endpoint.model, "messages": self._messages(messages)}
-        )
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": self._messages(messages)}
+        if isinstance(self.knobs.get("chat_template_kwargs"), dict):  # a field it does not know is ignored
+            body["chat_template_kwargs"] = self.knobs["chat_template_kwargs"]
+        data = await self._post("/v1/tokenize", body)
         ids = _as_ids(data.get("tokens") if isinstance(data, dict) else None)
         if ids is None:
             raise UserError(f"{self.root}/v1/tokenize answered without a token list")

@@ -14,6 +14,7 @@
   --reason-words N           streams N words of reasoning_content before the answer; max_tokens covers
                              reasoning and answer (one word = one token), as on SGLang and vLLM
   --basic USER:PASS          every route requires HTTP Basic auth with these credentials
+  --moved-to /new            every route lives under /new; the old ones (/v1/...) answer 307 there
   --certfile F --keyfile F   serve https
 
 Tokens are whitespace-separated words of the messages, plus 2 per message. The answer is the first
@@ -31,7 +32,7 @@ import sys
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 CODE = re.compile(r"[A-Z]+-\d+-[A-Z]+")
 CONSTANT_USAGE = 4242
@@ -42,7 +43,7 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
     app = FastAPI()
     seen: list[dict] = []
     counts = {"counting": 0, "rate_limited": 0}
-    prefix = opts.prefix.rstrip("/")
+    prefix = (opts.moved_to or opts.prefix).rstrip("/")
 
     def tokens_of(messages: list[dict]) -> int:
         return sum(len(str(m.get("content", "")).split()) + 2 for m in messages)
@@ -62,6 +63,14 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
     @app.get("/seen")
     async def requests_seen() -> list[dict]:
         return seen
+
+    if opts.moved_to:
+
+        @app.api_route("/v1/{rest:path}", methods=["GET", "POST"])
+        async def moved(rest: str, request: Request) -> Response:
+            body = await request.json() if request.method == "POST" else {}
+            seen.append({"redirected": request.method, "path": request.url.path, "stream": body.get("stream")})
+            return RedirectResponse(f"{prefix}/v1/{rest}", status_code=307)
 
     @app.get(f"{prefix}/v1/models")
     async def models(request: Request) -> Response:
@@ -181,6 +190,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json-only", action="store_true")
     parser.add_argument("--reason-words", type=int, default=0)
     parser.add_argument("--basic", default="")
+    parser.add_argument("--moved-to", default="")
     parser.add_argument("--certfile")
     parser.add_argument("--keyfile")
     return parser.parse_args(argv)

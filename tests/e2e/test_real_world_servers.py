@@ -112,6 +112,20 @@ def test_no_models_endpoint_without_model_says_what_to_pass(served, tmp_path):
     assert "answered HTTP 404" in line and "--model NAME" in line and "Traceback" not in completed.stderr
 
 
+def test_a_redirect_is_followed_on_gets_and_named_on_posts(served, tmp_path):
+    """The server moved: /v1/models is followed to its new place; a POST is not re-sent blindly, its
+    case ends `error` with one line naming where the server redirects, sent once (not retried)."""
+    server = served("--tokenize", "--moved-to", "/new")
+    completed, _, results, _ = sweep(tmp_path / "out", "--base-url", server.url)
+    assert completed.returncode == 3, completed.stderr  # no answer from a live model: nothing measured
+    assert results and {result.outcome for result in results} == {"error"}
+    moved_to = f"{server.url}/new/v1/chat/completions"
+    assert all(f"redirects the request to {moved_to}; give that URL as --base-url" in r.error for r in results)
+    chats = [s for s in server.seen() if s.get("redirected") == "POST" and s.get("stream")]
+    assert len(chats) == len(results)  # one request per case: a redirect is not retried
+    assert any(s.get("redirected") == "GET" for s in server.seen())
+
+
 # --- calibration manners -----------------------------------------------------------------------------
 
 
