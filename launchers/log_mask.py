@@ -24,6 +24,7 @@ import termios
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from recall_eval.redact import MIN_SECRET_LEN, Redactor, is_secret_name
 
@@ -95,12 +96,17 @@ class MaskedLog:
                     if len(pending) > MAX_LINE:
                         lines.append(pending)
                         pending = b""
-                    if lines:
-                        text = "".join(self.redactor.text(line.decode("utf-8", "replace")) + "\n" for line in lines)
-                        log.write(text.encode("utf-8"))
-                        log.flush()
-                    self.written = self.read - len(pending)
-                    self._passed_mark(log)
+                    position = self.written
+                    for line in lines:
+                        log.write((self.redactor.text(line.decode("utf-8", "replace")) + "\n").encode("utf-8"))
+                        position += len(line) + 1
+                        mark = self.mark_at
+                        if mark is not None and position >= mark:  # the answer came after this line
+                            log.flush()
+                            self.mark_at, self.marked_offset = None, log.tell()
+                    log.flush()
+                    self.written = position
+                    self._passed_mark(log)  # a mark taken while this chunk was being written
                 if pending:
                     log.write(self.redactor.text(pending.decode("utf-8", "replace")).encode("utf-8"))
                     log.flush()
@@ -111,11 +117,11 @@ class MaskedLog:
         finally:
             os.close(self.fd)
 
-    def _passed_mark(self, log: object) -> None:
+    def _passed_mark(self, log: BinaryIO) -> None:
         mark = self.mark_at
         if mark is not None and self.written >= mark:
             self.mark_at = None
-            self.marked_offset = log.tell()  # type: ignore[attr-defined]
+            self.marked_offset = log.tell()
 
 
 def _size(path: Path) -> int | None:

@@ -18,7 +18,7 @@ even the smallest does not fit, the case comes back marked `not_applicable` (wit
 runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
 
 What the server reports is checked before it is trusted: a longer filler must count more tokens. Counts
-that stand still or fall as the filler grows (a gateway's constant usage.prompt_tokens), or a search
+that fall as the filler grows, or stand still over FLAT_WORDS more words (a gateway's constant usage.prompt_tokens), or a search
 that does not settle, raise UntrustedCounts, and the caller measures again with estimated lengths
 (recall_eval.api.execute says so on the console and flags the run). A prompt the server refuses as
 longer than its context (tokenization.PromptRefused) is an upper bound of the search; when no size
@@ -42,6 +42,9 @@ DEFAULT_TOKENS_PER_WORD = 1.3
 MAX_STEPS = 40
 AIM_SHARE = 0.25  # aim within a quarter of the tolerance when one more step can get there
 CACHE_FILE = "calibration-cache.json"
+# filler words that must add tokens: a flat count over this many more words is not the prompt's count
+# (smaller flat steps happen: a suite may add its filler in units)
+FLAT_WORDS = 32
 
 
 def tolerance(target_tokens: int) -> int:
@@ -175,6 +178,16 @@ class Calibrator:
                         return best.words, slope
                     raise ContextRefusal(probe.refused)
                 continue
+            if previous is not None and probe.words != previous.words:
+                measured = (probe.tokens - previous.tokens) / (probe.words - previous.words)
+                if measured < 0 or (measured == 0 and abs(probe.words - previous.words) >= FLAT_WORDS):
+                    # more filler, fewer tokens (or none more over many words): not this prompt's counts
+                    raise UntrustedCounts(
+                        f"{self.tokenizer.name} counted {previous.tokens} tokens with {previous.words} filler "
+                        f"words and {probe.tokens} with {probe.words}"
+                    )
+                if measured > 0:
+                    slope = measured
             error = probe.tokens - target
             if abs(error) <= allowed and (best is None or abs(error) < abs(best.tokens - target)):
                 best = probe
@@ -191,15 +204,6 @@ class Calibrator:
                         probe.tokens,
                     )
                 high = probe if high is None or probe.words < high.words else high
-            if previous is not None and probe.words != previous.words:
-                measured = (probe.tokens - previous.tokens) / (probe.words - previous.words)
-                if measured > 0:
-                    slope = measured
-                else:
-                    raise UntrustedCounts(
-                        f"{self.tokenizer.name} counted {previous.tokens} tokens with {previous.words} filler "
-                        f"words and {probe.tokens} with {probe.words}"
-                    )
             previous = probe
             words = self._next_words(probe, target, slope, low, high)
             if words is None:  # no filler size left between the bracket's ends

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 import suites
-from recall_eval.calibration import CalibrationCache, Calibrator, recipe_id, tolerance
-from recall_eval.tokenization import TIKTOKEN_NAME, TiktokenTokenizer
+from recall_eval.calibration import CalibrationCache, Calibrator, UntrustedCounts, recipe_id, tolerance
+from recall_eval.tokenization import TIKTOKEN_NAME, PromptRefused, TiktokenTokenizer
 
 LENGTHS = (338, 1350, 5391, 22597)
 DEPTHS = (0.0, 50.0, 100.0)
@@ -129,3 +129,43 @@ async def test_lumpy_filler_lands_on_the_nearest_size_instead_of_failing(tokeniz
             tokens = await tokenizer.count_messages(recipe.render(neighbour).messages)
             assert abs(tokens - case.target_tokens) >= error, (case.id, words, neighbour)
     assert off_window < len(cases) // 4  # most cases still sit inside the window
+
+
+class _ContextLimited(TiktokenTokenizer):
+    """tiktoken counts, but a prompt over `limit` tokens is refused, as a server with that context does."""
+
+    name = "test:context-limited"
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    async def tokenize_messages(self, messages):
+        tokens = self._tokens(messages)
+        if len(tokens) > self.limit:
+            raise PromptRefused(f"HTTP 400: The input ({len(tokens)} tokens) is longer than the model's context length")
+        return tokens
+
+
+class _Constant(TiktokenTokenizer):
+    """A gateway's usage: the same count whatever the prompt."""
+
+    name = "test:constant"
+
+    async def tokenize_messages(self, messages):
+        return [0] * 4242
+
+
+async def test_a_refused_size_bounds_the_search_and_an_unfittable_case_is_too_long():
+    """Sizes the server refuses are upper bounds: a target inside the context still lands within
+    tolerance (the first guess may overshoot into a refusal); a target beyond it is marked too_long."""
+    recipes = _recipes(lengths=(1350, 5391), depths=(50.0,))
+    cases = await Calibrator(_ContextLimited(limit=1400)).calibrate(recipes)
+    fits, beyond = cases
+    assert fits.too_long is None and abs(fits.prompt_tokens - 1350) <= tolerance(1350)
+    assert beyond.too_long is not None and "longer than its context" in beyond.too_long
+
+
+async def test_counts_that_do_not_follow_the_prompt_are_not_trusted():
+    with pytest.raises(UntrustedCounts, match="counted 4242 tokens"):
+        await Calibrator(_Constant()).calibrate(_recipes(lengths=(1350,), depths=(50.0,)))
