@@ -68,7 +68,7 @@ def make_http_client(
     auth: ServerAuth | None = None, timeouts: Timeouts | None = None, max_connections: int = 256
 ) -> RunClient:
     """The client for one run: auth and headers on every request, connect timeout only (the stream
-    reader and transport.with_retries own the rest); proxies from the environment except for loopback."""
+    reader and recall_eval.retry.with_retries own the rest); proxies from the environment except for loopback."""
     limits = timeouts or Timeouts()
     auth = auth or ServerAuth()
     client = RunClient(

@@ -14,14 +14,13 @@ from typing import Any
 import httpx
 
 from recall_eval.errors import BadInput, UserError
+from recall_eval.retry import RetryPolicy, with_retries
 from recall_eval.transport import (
     RequestFailed,
-    RetryPolicy,
     auth_failure,
     status_failure,
     tls_failure_line,
     transport_failure,
-    with_retries,
 )
 
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_len", "max_context_length")
@@ -54,7 +53,7 @@ def _first_int(data: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 EXTERNAL_HINT = "is the server running? Check --base-url, or omit it to launch the embedded reference engine"
-_PROBE_RETRY = RetryPolicy()
+PROBE_RETRY = RetryPolicy(attempts=3, backoff_s=0.25)  # a server that is down is said within a second
 
 
 async def _get_models(url: str, http: httpx.AsyncClient) -> httpx.Response:
@@ -68,7 +67,7 @@ async def _get_models(url: str, http: httpx.AsyncClient) -> httpx.Response:
             raise status_failure(response.status_code, response.text[:200], response.headers.get("retry-after"))
         return response
 
-    return await with_retries(once, _PROBE_RETRY)
+    return await with_retries(once, PROBE_RETRY)
 
 
 async def probe_server(
@@ -94,6 +93,8 @@ async def probe_server(
             raise UserError(str(err)) from None
         if err.kind == "connection":
             raise UserError(f"cannot reach {root} ({err}): {hint}") from err
+        if model is None:  # 429 or 5xx after the retries
+            raise UserError(f"{models_url} answered {err}; is the server starting or overloaded?") from err
         failed = f"failed ({err})"
     except httpx.TransportError as err:
         failure = transport_failure(err, root)

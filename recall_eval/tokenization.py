@@ -15,7 +15,7 @@ Every case records which of these measured it (Case.tokenizer / Result.tokenizer
 
 Counts are checked before they are trusted: a way of counting is kept only when a longer prompt counts
 more than a short one (a gateway that reports a constant or zero usage.prompt_tokens is passed over, and
-why is said in `notes`). Requests go through the cases' retry manners (transport.with_retries: 429 and
+why is said in `notes`). Requests go through the cases' retry manners (recall_eval.retry: 429 and
 5xx with jitter, Retry-After honoured); a refusal because the prompt is longer than the server's context
 raises PromptRefused (calibration marks that case too_long). The request knobs that change the rendered
 prompt (chat_template_kwargs, reasoning_effort, --extra-body) travel with the counting requests that
@@ -31,14 +31,8 @@ import httpx
 
 from recall_eval.errors import AuthFailed, UserError
 from recall_eval.event_stream import error_text
-from recall_eval.transport import (
-    RequestFailed,
-    RetryPolicy,
-    auth_failure,
-    classify_error_message,
-    status_failure,
-    with_retries,
-)
+from recall_eval.retry import RetryPolicy, with_retries
+from recall_eval.transport import RequestFailed, auth_failure, classify_error_message, status_failure
 from recall_eval.types import ChatMessage, Endpoint
 
 SERVER_TOKENIZER_NAME = "server:/v1/tokenize"

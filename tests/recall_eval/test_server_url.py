@@ -1,4 +1,4 @@
-"""Base URLs as people write them, and the parts of TLS and retries every request path shares."""
+"""Base URLs as people write them, and the TLS trust every request path shares."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ssl
 import pytest
 
 from recall_eval.server_url import api_root, basic_auth_header, is_loopback, server_root, without_userinfo
-from recall_eval.transport import RetryPolicy, backoff_wait, ca_bundle_of, tls_verify
+from recall_eval.transport import ca_bundle_of, tls_verify
 
 
 @pytest.mark.parametrize(
@@ -40,14 +40,6 @@ def test_userinfo_is_sent_as_basic_auth_and_dropped_from_what_is_shown():
                                                 ("localhost", True), ("10.0.0.1", False), ("gpu.internal", False)])  # fmt: skip
 def test_loopback_hosts(host, loopback):
     assert is_loopback(host) is loopback
-
-
-def test_backoff_has_jitter_and_never_undercuts_retry_after():
-    policy = RetryPolicy(attempts=4, backoff_s=1.0, max_wait_s=30.0)
-    waits = {round(backoff_wait(policy, 2), 6) for _ in range(50)}
-    assert len(waits) > 1 and all(1.0 <= wait <= 2.0 for wait in waits)  # half to all of 2 s
-    assert all(backoff_wait(policy, 1, retry_after_s=5.0) == 5.0 for _ in range(20))
-    assert backoff_wait(policy, 1, retry_after_s=600.0) == 30.0
 
 
 def test_ca_bundle_order_and_insecure(tmp_path):
