@@ -358,14 +358,19 @@ class Calibrator:
             if on_done is not None:
                 on_done(case)
 
-        await asyncio.gather(
-            *(
-                one(i, r)
-                for i, r in enumerate(recipes)
-                if wanted[i] and results[i] is None and r.suite in ratios
-            )
-        )
+        try:  # a failure (untrusted counts, a server that stopped answering) cancels the others
+            async with asyncio.TaskGroup() as group:
+                for i, r in enumerate(recipes):
+                    if wanted[i] and results[i] is None and r.suite in ratios:
+                        group.create_task(one(i, r))
+        except BaseExceptionGroup as failed:
+            raise _first_leaf(failed) from None
         return [case for case in results if case is not None]
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _common_prefix(first: list[int], second: list[int]) -> int:

@@ -57,6 +57,11 @@ class PromptRefused(Exception):
     """The server refused a counting request because the prompt is longer than its context."""
 
 
+class CountingFailed(UserError):
+    """The server stopped answering length measurements (after the retries): the run measures on with
+    estimated lengths instead (recall_eval.api.execute), never stops for it."""
+
+
 def _without_nulls(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
@@ -122,9 +127,8 @@ class _ServerCounter:
         try:
             return await with_retries(once, _RETRY)
         except RequestFailed as err:
-            raise UserError(
-                f"measuring a prompt's length at {url}: the server answered {err} "
-                f"(after {err.attempts} attempts); try again when it takes requests, or lower --concurrency"
+            raise CountingFailed(
+                f"{url} answered a length measurement with {err} (after {err.attempts} attempts)"
             ) from err
         except ValueError as err:
             raise UserError(f"{url} did not answer JSON to a length measurement") from err

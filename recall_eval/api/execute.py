@@ -39,7 +39,7 @@ from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME, TiktokenTokenizer, TokenCounter
+from recall_eval.tokenization import SERVER_TOKENIZER_NAME, CountingFailed, TiktokenTokenizer, TokenCounter
 from recall_eval.transport import ServerAuth
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec
 
@@ -200,8 +200,13 @@ async def prepared_sweep(
             calibrated = await Calibrator(tokenizer, cache).calibrate(
                 fits, only=to_calibrate, on_done=progress.calibrated
             )
-        except UntrustedCounts as untrusted:
-            tokenizer = _estimated_lengths(store, adaptations, str(untrusted))
+        except (UntrustedCounts, CountingFailed) as untrusted:
+            why = (
+                f"the server's token counts do not follow the prompt ({untrusted})"
+                if isinstance(untrusted, UntrustedCounts)
+                else f"the server stopped answering length measurements ({untrusted})"
+            )
+            tokenizer = _estimated_lengths(store, adaptations, why)
             progress.start_calibration(len(to_calibrate))
             calibrated = await Calibrator(tokenizer, cache).calibrate(
                 fits, only=to_calibrate, on_done=progress.calibrated
@@ -258,14 +263,11 @@ def run_adaptations(store: RunStore, hooks: Hooks) -> Adaptations:
 
 
 def _estimated_lengths(store: RunStore, adaptations: Adaptations, why: str) -> TokenCounter:
-    """Switch the run to estimated lengths (tiktoken) after the server's counts failed a check."""
+    """Switch the run to estimated lengths (tiktoken) after the server's counts failed a check or the
+    server stopped answering measurements (`why`: what it did)."""
     tokenizer = TiktokenTokenizer()
     spec = store.run.spec
-    adaptations.note(
-        adapted.LENGTHS,
-        f"the server's token counts do not follow the prompt ({why}); lengths are estimated with "
-        f"{tokenizer.name} instead",
-    )
+    adaptations.note(adapted.LENGTHS, f"{why}; lengths are estimated with {tokenizer.name} instead")
     store.write_run(
         store.run.model_copy(
             update={"length_measure": tokenizer.name, "estimated_length_suites": spec.suites}

@@ -7,6 +7,7 @@
   --usage tracks|constant    usage.prompt_tokens: the prompt's word count, or always 4242 (a gateway's)
   --rate-limit-every N       every Nth counting request (non-streamed, max_tokens 1) answers 429
                              with Retry-After: 1, all through the length calibration
+  --rate-limit-after N       every counting request after the Nth answers 429 (Retry-After: 1)
   --context N                a prompt over N tokens answers 400 "... longer than the model's context
                              length" (the vLLM wording)
   --reject-stream-options    a body with stream_options answers 400 naming it (older vLLM, gateways)
@@ -106,7 +107,9 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
         )
         if counting:
             counts["counting"] += 1
-        if counting and opts.rate_limit_every and counts["counting"] % opts.rate_limit_every == 0:
+        every = opts.rate_limit_every and counts["counting"] % opts.rate_limit_every == 0
+        after = opts.rate_limit_after and counts["counting"] > opts.rate_limit_after
+        if counting and (every or after):
             counts["rate_limited"] += 1
             seen[-1]["answered"] = 429
             return JSONResponse(
@@ -185,6 +188,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tokenize", action="store_true")
     parser.add_argument("--usage", choices=("tracks", "constant"), default="tracks")
     parser.add_argument("--rate-limit-every", type=int, default=0)
+    parser.add_argument("--rate-limit-after", type=int, default=0)
     parser.add_argument("--context", type=int, default=0)
     parser.add_argument("--reject-stream-options", action="store_true")
     parser.add_argument("--json-only", action="store_true")

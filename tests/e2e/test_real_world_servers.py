@@ -146,6 +146,18 @@ def test_rate_limits_during_calibration_are_waited_out(served, tmp_path):
     assert all("stream_options" not in request["keys"] for request in counting)
 
 
+def test_a_server_that_stops_answering_measurements_gets_estimated_lengths(served, tmp_path):
+    """After the tokenizer probe every length measurement answers 429: once the retries are spent the
+    run measures on with estimated lengths, says so, flags it, and the cases still run."""
+    server = served("--rate-limit-after", "2")
+    completed, run, results, run_dir = sweep(tmp_path / "out", "--base-url", server.url)
+    assert completed.returncode == 0, completed.stderr
+    assert all_pass(results), [(r.outcome, r.error) for r in results]
+    assert run.estimated_length_suites == ("needle",)
+    _check_adapted(run, run_dir, "lengths", "stopped answering length measurements")
+    assert "HTTP 429" in run.adaptations["lengths"]
+
+
 def test_a_context_refusal_during_calibration_makes_that_case_too_long(served, tmp_path):
     server = served("--context", "1500")
     completed, run, results, run_dir = sweep(
