@@ -120,7 +120,8 @@ class _StreamState:
     json_answer: bool = False  # one JSON body instead of a stream
 
     def text_so_far(self) -> str:
-        return "".join(self.reasoning) + "".join(self.content)
+        """The answer text so far (a failed case's stored answer: reasoning is never an answer)."""
+        return "".join(self.content)
 
     def keep_reasoning(self, thought: str) -> None:
         self.reasoning_chars += len(thought)
