@@ -44,6 +44,14 @@ DEFAULT_GPU_MEM_GIB = 139.8  # an H200 as torch reports it
 DEFAULT_MEM_FRACTION = 0.85
 
 
+def indexer_logits_bytes(query_rows: int, ratio: int = 4) -> int:
+    """The indexer's fp32 logits for an eager prefill of `query_rows` tokens: rows x (keys rounded up to 256
+    columns) x 4 bytes, keys = tokens / ratio (SGLang's mqa_logits_row_bytes). The one transient of the
+    indexer that scales with context and sits outside the pools that mem-fraction sizes."""
+    keys = -(-query_rows // ratio)
+    return query_rows * (-(-keys // 256) * 256) * 4
+
+
 def index_key_bytes(dtype: IndexKDtype, index_head_dim: int) -> int:
     """Bytes of one stored index key (one compressed token, one layer)."""
     if dtype == "fp8":
