@@ -74,6 +74,25 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# the stand-ins that `--jit` replaces with SGLang's own JIT CUDA kernels (built with nvcc + tvm-ffi)
+JIT_REPLACED = (
+    "sglang.kernels...fused_q_indexer_rope_hadamard_quant (C4Indexer.compute_q)",
+    "fp8 keys: compress_norm_rope_store (SGLang's fused CUDA store)",
+)
+
+
+def sgl_kernel_stand_in(names: list[str]) -> tuple[str, str, str]:
+    shown = ", ".join(n.removeprefix("sgl_kernel.") for n in names[:6]) + (", ..." if len(names) > 6 else "")
+    return (
+        "sgl_kernel (SGLang's compiled kernel package)",
+        f"an import-only placeholder (sgl_kernel_placeholder.py): {len(names)} names imported ({shown}), "
+        "none called (a call raises, and would fail the run)",
+        "no sgl-kernel build exists for the image's torch 2.11 + CUDA 13; on CUDA the pool and indexer modules "
+        "import it through mem_cache.memory_pool -> layers.quantization -> compressed_tensors_w8a8_int8 "
+        "(int8_scaled_mm), code this path never runs",
+    )
+
+
 def model_config_dir(dest: Path, layers: int | None = None) -> Path:
     """Write the shipped DeepSeek-V4-Flash config.json (private keys dropped) into `dest`, optionally cut
     to its first `layers` entries of compress_ratios (plus the MTP entry SGLang expects)."""

@@ -543,6 +543,9 @@ def run(quick: bool = False, jit: bool = False, device: torch.device | None = No
     import sglang
     import triton
 
+    from launchers.sglang import sgl_kernel_placeholder
+
+    placeholder = torch.cuda.is_available() and sgl_kernel_placeholder.install_if_needed()
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sizes = QUICK if quick else FULL
     if device.type == "cuda":
@@ -564,8 +567,7 @@ def run(quick: bool = False, jit: bool = False, device: torch.device | None = No
     result.checks += configurator_checks(gpu_mem_gib)
     progress("planner vs configurator done")
     small = harness.temp_config_dir(layers=2)
-    stand_ins = [s for s in harness.STAND_INS if not (jit and "JIT CUDA kernel; --jit" in s[2])]
-    result.stand_ins = stand_ins
+    result.stand_ins = [s for s in harness.STAND_INS if not (jit and s[0] in harness.JIT_REPLACED)]
     indexer_mod = importlib.import_module(INDEXER)
     for i, kind in enumerate(KINDS):
         with harness.patch_state(kind), harness.env(harness.TORCH_LOGITS_ENV, "1"):
@@ -605,6 +607,8 @@ def run(quick: bool = False, jit: bool = False, device: torch.device | None = No
             del pool, indexer
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    if placeholder:
+        result.stand_ins.append(harness.sgl_kernel_stand_in(sgl_kernel_placeholder.imported_names()))
     return result
 
 
