@@ -46,6 +46,18 @@ def test_sglangs_pool_sized_by_its_configurator_holds_256_or_132_bytes_per_key(
     assert pool.get_index_k_with_scale_buffer(0).shape[1] == 64 * int(per_token.target)
 
 
+def test_a_configurator_left_at_132_bytes_under_a_bf16_pool_is_caught(sglang_available, monkeypatch) -> None:
+    config = harness.temp_config_dir(layers=2)
+    with harness.patch_state("bf16") as modules:
+        configurator = next(m for m in modules if m.__name__.endswith("pool_configurator"))
+        original = configurator.get_dsv4_indexer_bytes_per_token._recall_eval_bf16_original
+        monkeypatch.setattr(configurator, "get_dsv4_indexer_bytes_per_token", original)  # budgets fp8 keys
+        setup = harness.resolve(config, 0.85, 131072)
+        _pool, checks = sglang_validate.build_pool("bf16", setup, 512 << 20, torch.device("cpu"))
+    index = next(c for c in checks if "index pool allocated" in c.item)
+    assert index.ok is False, index
+
+
 def test_q_stand_in_is_rope_hadamard_and_fp8_with_the_scale_folded_into_the_weights() -> None:
     gen = torch.Generator().manual_seed(3)
     q = torch.randn(5, 4, 128, generator=gen).bfloat16()
