@@ -259,6 +259,11 @@ def make_plan(
             f"the weights ({weights:.0f} GiB over tp={profile.tp}) do not fit in {fraction:.2f} x {gpu:.1f} GiB"
         )
     token_bytes = max(int(pool_gib * GIB) - layout.fixed_bytes(), 0)  # what SGLang divides among tokens
+    if layout.fixed_bytes():
+        notes.append(
+            f"{layout.fixed_bytes() / GIB:.2f} GiB of the pool go to the HCA layers' compress-state rings "
+            f"({layout.max_running_requests} request slots) before any token, as SGLang's configurator sizes them"
+        )
     fp8_bytes = layout.kv_bytes_per_token("fp8")
     fp8_tokens = _page_floor(token_bytes / fp8_bytes, layout.page_size)
     rows = []

@@ -72,6 +72,8 @@ def test_dsv4_pages_are_padded_and_hca_rings_are_fixed_bytes_as_sglang_sizes_the
     assert padded == [585, 585, 864]
     # 20 HCA layers x (257 request slots x 128 + 129 rows = 33025, rounded up to 128: 33152) x 2 x 512 fp32
     assert layout.fixed_bytes() == 20 * 33152 * 2 * 512 * 4
+    notes = " ".join(make_plan(profiles["dsv4-flash"]).notes)
+    assert "2.53 GiB of the pool go to the HCA layers' compress-state rings (256 request slots)" in notes
     assert layout.kv_bytes_per_token("fp8") == pytest.approx(
         0.1 * (585 * 43 + 8 / 256 * 10240 * 21) + 21 * (585 + 132) / 4 + 20 * 864 / 128
     )
