@@ -302,8 +302,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _sglang_main(args: argparse.Namespace) -> int:
     from launchers.sglang import sglang_validate
+    from launchers.sglang.refusal import PatchRefused
 
-    result = sglang_validate.run(quick=args.quick, jit=args.jit)
+    try:
+        result = sglang_validate.run(quick=args.quick, jit=args.jit)
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("sglang"):
+            raise
+        print(
+            f"validate_on_gpu --sglang: {missing.name} is not importable here; install sglang==0.5.23 "
+            "(pip install --no-deps sglang==0.5.23 and its Python dependencies) in this environment",
+            file=sys.stderr,
+        )
+        return 2
+    except PatchRefused as refused:
+        print(refused, file=sys.stderr)
+        return 2
     text = sglang_validate.render(result)
     print(text)
     if args.md:

@@ -108,3 +108,14 @@ def test_sgl_kernel_placeholder_imports_but_refuses_every_call() -> None:
     finally:
         placeholder.uninstall()
     assert not placeholder.installed()
+
+
+def test_another_sglang_version_is_refused_in_one_line(sglang_available, monkeypatch, capsys) -> None:
+    import sglang
+
+    from launchers.sglang.validate_on_gpu import main
+
+    monkeypatch.setattr(sglang, "__version__", "0.5.24")
+    assert main(["--sglang", "--quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "written for SGLang 0.5.23, found 0.5.24" in err
