@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from recall_eval import reuse
 from recall_eval.errors import BadInput
 from recall_eval.types import CaseRecipe
-from suites import config_recall, multi_turn, needle
+from suites import config_recall, jsonl_files, mrcr, multi_turn, needle, ruler, ruler_base
 from suites.config_recall import ConfigParams, config_recipes
 from suites.multi_turn import MultiTurnParams, multi_turn_recipes
 from suites.needle import NeedleParams, needle_recipes
@@ -31,17 +31,68 @@ def _multi_turn(lengths: Sequence[int], depths: Sequence[float], trials: int, se
     return list(multi_turn_recipes(MultiTurnParams(lengths=lengths, depths=depths, trials=trials, seed=seed)))
 
 
+def _ruler_task(task: str) -> SuiteBuilder:
+    return lambda lengths, depths, trials, seed: list(
+        ruler.ruler_recipes(task, lengths, depths, trials, seed)
+    )
+
+
+def _mrcr(needles: int) -> SuiteBuilder:
+    return lambda lengths, depths, trials, seed: list(
+        mrcr.mrcr_recipes(needles, lengths, depths, trials, seed)
+    )
+
+
 SUITES: dict[str, SuiteBuilder] = {
     "needle": _needle,
     "config": _config,
     "multiturn": _multi_turn,
+    **{task: _ruler_task(task) for task in ruler.TASKS},
+    **{f"{mrcr.FAMILY}_{n}": _mrcr(n) for n in mrcr.NEEDLE_COUNTS},
 }
+# a family name selects its suites in this order
+FAMILIES: dict[str, tuple[str, ...]] = {
+    ruler_base.FAMILY: ruler.TASKS,
+    mrcr.FAMILY: tuple(f"{mrcr.FAMILY}_{n}" for n in mrcr.NEEDLE_COUNTS),
+}
+FILE_SUITE_FORMS = ("ruler-jsonl:PATH", "jsonl:PATH")
+
+
+def known_names() -> tuple[str, ...]:
+    """What --suite accepts, for help and error lines: suites, families, the file forms."""
+    return (*SUITES, *FAMILIES, *FILE_SUITE_FORMS)
+
+
+def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
+    """A comma list of suites, families (expanded in place) and file suites (paths made absolute)."""
+    names: list[str] = []
+    for item in (part.strip() for part in spec.split(",")):
+        if jsonl_files.is_file_suite(item):
+            names.append(jsonl_files.absolute_spec(item))
+            jsonl_files.file_recipes(names[-1])  # a missing or malformed file is refused now
+        elif item in FAMILIES:
+            names.extend(FAMILIES[item])
+        elif item in SUITES:
+            names.append(item)
+        else:
+            if f"{item}{ruler_base.FILLER_SUFFIX}" in SUITES:
+                hint = f"; RULER's essay haystack is replaced here: use {item}{ruler_base.FILLER_SUFFIX}"
+            else:
+                hint = f" (known: {', '.join(known_names())})"
+            raise BadInput(f"{option} {spec!r}: unknown suite {item!r}" + hint)
+    if not names:
+        raise BadInput(f"{option} {spec!r}: write comma-separated suite names ({', '.join(known_names())})")
+    if len(set(names)) != len(names):
+        raise BadInput(f"{option} {spec!r}: a suite is repeated (a family already holds its suites)")
+    return tuple(names)
 
 
 def build_recipes(
     suite: str, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int
 ) -> list[CaseRecipe]:
     """Recipes of one suite over the grid (evaluation pools). Unknown suite: BadInput."""
+    if jsonl_files.is_file_suite(suite):  # a prepared file: its rows, whatever the grid
+        return list(jsonl_files.file_recipes(suite))
     builder = SUITES.get(suite)
     if builder is None:
         known = ", ".join(sorted(SUITES))
@@ -54,7 +105,13 @@ SUITE_VERSIONS: dict[str, int] = {
     needle.SUITE: needle.VERSION,
     config_recall.SUITE: config_recall.VERSION,
     multi_turn.SUITE: multi_turn.VERSION,
+    **{task: ruler_base.VERSION for task in ruler.TASKS},
+    **{f"{mrcr.FAMILY}_{n}": mrcr.VERSION for n in mrcr.NEEDLE_COUNTS},
 }
+
+
+def suite_version(suite: str) -> int:
+    return jsonl_files.VERSION if jsonl_files.is_file_suite(suite) else SUITE_VERSIONS[suite]
 
 
 def reuse_key(
@@ -68,5 +125,5 @@ def reuse_key(
     """The reuse key of a grid (recall_eval.reuse): versions of the package and suites, and a digest of
     every case rendered at a fixed filler size."""
     recipes = [recipe for suite in suites for recipe in build_recipes(suite, lengths, depths, trials, seed)]
-    versions = {suite: SUITE_VERSIONS[suite] for suite in suites}
+    versions = {suite: suite_version(suite) for suite in suites}
     return reuse.reuse_key(package_version, versions, reuse.prompt_digest(recipes))

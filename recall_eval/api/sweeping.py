@@ -32,7 +32,7 @@ from recall_eval.api.options import (
 from recall_eval.api.records import RunRecord
 from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.errors import BadInput, UserError
-from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
@@ -105,7 +105,7 @@ def build_spec(
         **knobs,
         header_names=tuple(sorted(auth.headers)),
         api_key_used=bool(auth.api_key),
-        suites=parse_suites(_spec_text(grid.suites), tuple(sorted(suites.SUITES))),
+        suites=suites.parse_suite_names(_spec_text(grid.suites)),
         lengths=parse_lengths(_spec_text(grid.lengths)),
         depths=parse_depths(_spec_text(grid.depths)),
         trials=grid.trials,
@@ -190,6 +190,7 @@ def check_lengths_of(spec: RunSpec) -> None:
         recipe
         for suite in spec.suites
         for recipe in suites.build_recipes(suite, (shortest,), spec.depths, 1, spec.seed)
+        if not getattr(recipe, "fixed", False)  # a prepared file's rows are not sized to --lengths
     ]
     check_lengths_servable(spec.lengths, recipes)
 

@@ -18,7 +18,6 @@ from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import BadInput, UserError
-from recall_eval.grid import parse_suites
 from recall_eval.store import RunStore
 from recall_eval.verdict import RecallGate, parse_fail_under, verdict
 
@@ -172,7 +171,7 @@ def _gate(fail_under: str | None, resume: Path | None, suite: str | None) -> Rec
     if resume is not None:
         names: tuple[str, ...] = RunStore.open(resume).run.spec.suites
     else:
-        names = parse_suites(suite or str(DEFAULT_GRID.suites), tuple(sorted(suites.SUITES)))
+        names = suites.parse_suite_names(suite or str(DEFAULT_GRID.suites))
     return parse_fail_under(fail_under, names)
 
 
