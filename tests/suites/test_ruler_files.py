@@ -1,0 +1,67 @@
+"""RULER's own prepared files through `recall-eval sweep --suite ruler-jsonl:...`: the scores equal
+RULER's evaluation of the same predictions (tests/suites/ruler_files/README.md says how they were made)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from recall_eval.frame import results_frame
+from recall_eval.metrics import ruler_task_score
+from tests.e2e.cli import run_cli
+from tests.e2e.served_process import free_port, start_served
+
+FILES = Path(__file__).with_name("ruler_files")
+SERVER = Path(__file__).parents[1] / "e2e" / "scripted_server.py"
+TASKS = ("niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe", "fwe")
+
+
+def _rows(task: str) -> list[dict]:
+    return [json.loads(line) for line in (FILES / task / "validation.jsonl").read_text().splitlines() if line]
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    predictions = json.loads((FILES / "predictions.json").read_text())
+    # each row's prompt ends with its own input's last 200 characters plus its answer prefix: a unique key
+    answers = {
+        (row["input"] + row["answer_prefix"])[-260:]: predictions[task][index]
+        for task in TASKS
+        for index, row in enumerate(_rows(task))
+    }
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers))
+    port = free_port()
+    server = start_served([sys.executable, str(SERVER), str(port), str(path)], tmp_path / "server.log", port)
+    yield server
+    server.stop()
+
+
+def test_ruler_files_score_as_ruler_scores_them(scripted, tmp_path):
+    suite = ",".join(f"ruler-jsonl:{FILES / task / 'validation.jsonl'}" for task in TASKS)
+    out = tmp_path / "runs"
+    completed = run_cli("sweep", "--base-url", scripted.base_url, "--suite", suite, "--out", str(out))
+    assert completed.returncode in (0, 3, 4), completed.stderr
+    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").is_file()]
+    frame = results_frame(run_dir)
+    assert len(frame) == 2 * len(TASKS) and frame["counted"].all()
+    expected = json.loads((FILES / "expected_scores.json").read_text())
+    got = {task: ruler_task_score(frame[frame["task"] == task]["score"].tolist()) for task in TASKS}
+    assert got == expected
+    # the file's own length figure is kept beside the server's count
+    niah = frame[frame["task"] == "niah_single_1"].sort_values("param_row")
+    assert niah["target_tokens"].tolist() == [row["length"] for row in _rows("niah_single_1")]
+    assert niah["prompt_tokens"].notna().all()
+    html = (run_dir / "report.html").read_text()
+    assert "ruler-jsonl:niah_single_1" in html
+
+
+def test_a_file_that_is_not_ruler_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"prompt": "hi", "expected": ["a"]}\n')
+    completed = run_cli("sweep", "--base-url", "http://127.0.0.1:9", "--suite", f"ruler-jsonl:{bad}")
+    assert completed.returncode == 2
+    assert "not a RULER prepared file" in completed.stderr and "Traceback" not in completed.stderr
