@@ -22,6 +22,7 @@ from reports import frames
 from reports.coverage import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
 from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
+from reports.task_scores import task_table
 
 REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -135,6 +136,11 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     return {"spec": spec, "profile": profile, "versions": versions}
 
 
+def _figure_of(frame: pd.DataFrame, suite: str) -> str:
+    """What a suite's heatmap shows: mean score for a scored suite, recall for a pass/miss one."""
+    return "score" if frame.loc[frame["suite"] == suite, "metric"].notna().any() else "recall"
+
+
 def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
     for suite in frames.suites_in(frame, run.spec.suites):
@@ -145,7 +151,7 @@ def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
                 grid=grid,
                 summary=frames.summarize(frame[frame["suite"] == suite]),
                 png_name=_png_name(suite),
-                png=heatmap_png(grid, f"{suite}: recall by depth and length"),
+                png=heatmap_png(grid, f"{suite}: {_figure_of(frame, suite)} by depth and length"),
             )
         )
     return views
@@ -163,6 +169,7 @@ def render_html(
         summary=frames.summarize(frame, planned=run.spec.suites),
         suites=suites,
         lengths=frames.length_frames(frame),
+        tasks=task_table(frame),
         failures=frames.failures(frame),
         off_target=frames.off_target(frame),
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())

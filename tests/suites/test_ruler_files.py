@@ -57,6 +57,7 @@ def test_ruler_files_score_as_ruler_scores_them(scripted, tmp_path):
     assert niah["prompt_tokens"].notna().all()
     html = (run_dir / "report.html").read_text()
     assert "ruler-jsonl:niah_single_1" in html
+    assert 'id="task-table"' in html and all(f'data-task="{task}"' in html for task in TASKS)
 
 
 def test_a_file_that_is_not_ruler_is_one_line_exit_2(tmp_path):
