@@ -144,7 +144,14 @@ def _figure_of(frame: pd.DataFrame, suite: str) -> str:
 def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
     for suite in frames.suites_in(frame, run.spec.suites):
-        grid = frames.suite_grid(frame, suite, run.spec.lengths, run.spec.depths)
+        # a suite's rows may say which planned axes they follow (param_grid: "lengths" for tasks with no
+        # depth, "none" for prepared files); the others draw only what they stored
+        kinds = (
+            set(frame.loc[frame["suite"] == suite, "param_grid"].dropna()) if "param_grid" in frame else set()
+        )
+        lengths = () if "none" in kinds else run.spec.lengths
+        depths = () if kinds & {"none", "lengths"} else run.spec.depths
+        grid = frames.suite_grid(frame, suite, lengths, depths)
         views.append(
             SuiteView(
                 name=suite,

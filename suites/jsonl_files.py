@@ -96,6 +96,7 @@ class FileRowRecipe:
                 "source": self.source,
                 "row": self.row,
                 "file_length": self.file_length,
+                "grid": "none",  # not sized to --lengths / --depths: reports draw only what the file holds
                 **dict(self.extra),
             },
         )

@@ -88,7 +88,7 @@ class VtRecipe(RulerRecipe):
         context = _insert_chain(self.units(filler_words), lines, [rng.random() for _ in lines])
         content = example + VT_TEMPLATE.format(context=context, value=value)
         content += VT_PREFIX.format(count=VT_HOPS + 1, value=value)
-        return self.make_case(content, names, {"hops": VT_HOPS, "chains": 1}, filler_words)
+        return self.make_case(content, names, {"hops": VT_HOPS, "chains": 1, "grid": "lengths"}, filler_words)
 
 
 def _syllable_word(rng: random.Random) -> str:
@@ -143,7 +143,7 @@ class CweRecipe(RulerRecipe):
         context = self._listing(words, freq, rare, self.rng("order", distinct))
         content = example + "\n" + CWE_TEMPLATE.format(context=context, count=CWE_COMMON)
         content += CWE_PREFIX.format(count=CWE_COMMON)
-        return self.make_case(content, words[:CWE_COMMON], {"distinct_words": distinct, "freq_cw": freq,
+        return self.make_case(content, words[:CWE_COMMON], {"distinct_words": distinct, "freq_cw": freq, "grid": "lengths",
                               "freq_ucw": rare}, filler_words)  # fmt: skip
 
 
@@ -159,7 +159,7 @@ class FweRecipe(RulerRecipe):
         drawn = [word for word, count in zip(self.vocab, counts, strict=True) for _ in range(count)]
         self.rng("order", total).shuffle(drawn)
         content = FWE_TEMPLATE.format(context=" ".join(drawn)) + FWE_PREFIX
-        return self.make_case(content, list(self.vocab[1:4]), {"alpha": FWE_ALPHA, "vocab_size": len(self.vocab)},
+        return self.make_case(content, list(self.vocab[1:4]), {"alpha": FWE_ALPHA, "vocab_size": len(self.vocab), "grid": "lengths"},
                               filler_words)  # fmt: skip
 
 
