@@ -150,7 +150,7 @@ def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
             set(frame.loc[frame["suite"] == suite, "param_grid"].dropna()) if "param_grid" in frame else set()
         )
         lengths = () if "none" in kinds else run.spec.lengths
-        depths = () if kinds & {"none", "lengths"} else run.spec.depths
+        depths = () if kinds & {"none", "lengths", "baseline"} else run.spec.depths
         grid = frames.suite_grid(frame, suite, lengths, depths)
         views.append(
             SuiteView(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from recall_eval import reuse
 from recall_eval.errors import BadInput
 from recall_eval.types import CaseRecipe
-from suites import config_recall, jsonl_files, mrcr, multi_turn, needle, ruler, ruler_base
+from suites import config_recall, jsonl_files, mrcr, multi_turn, needle, no_context, ruler, ruler_base
 from suites.config_recall import ConfigParams, config_recipes
 from suites.multi_turn import MultiTurnParams, multi_turn_recipes
 from suites.needle import NeedleParams, needle_recipes
@@ -60,14 +60,24 @@ FILE_SUITE_FORMS = ("ruler-jsonl:PATH", "jsonl:PATH")
 
 def known_names() -> tuple[str, ...]:
     """What --suite accepts, for help and error lines: suites, families, the file forms."""
-    return (*SUITES, *FAMILIES, *FILE_SUITE_FORMS)
+    return (*SUITES, *FAMILIES, *FILE_SUITE_FORMS, "SUITE~nocontext")
 
 
 def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     """A comma list of suites, families (expanded in place) and file suites (paths made absolute)."""
     names: list[str] = []
     for item in (part.strip() for part in spec.split(",")):
-        if jsonl_files.is_file_suite(item):
+        if item.endswith(no_context.SUFFIX) and not jsonl_files.is_file_suite(item):
+            base = item.removesuffix(no_context.SUFFIX)
+            inner = parse_suite_names(base, option)
+            lacking = [name for name in inner if not _has_baseline(name)]
+            if lacking:
+                raise BadInput(
+                    f"{option} {spec!r}: {', '.join(lacking)} has no no-context form (suites with one: "
+                    f"needle, the RULER tasks, mrcr)"
+                )
+            names.extend(name + no_context.SUFFIX for name in inner)
+        elif jsonl_files.is_file_suite(item):
             names.append(jsonl_files.absolute_spec(item))
             jsonl_files.file_recipes(names[-1])  # a missing or malformed file is refused now
         elif item in FAMILIES:
@@ -87,12 +97,21 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     return tuple(names)
 
 
+def _has_baseline(name: str) -> bool:
+    return not jsonl_files.is_file_suite(name) and all(
+        no_context.has_baseline(recipe) for recipe in SUITES[name]((4096,), (50.0,), 1, 0)
+    )
+
+
 def build_recipes(
     suite: str, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int
 ) -> list[CaseRecipe]:
     """Recipes of one suite over the grid (evaluation pools). Unknown suite: BadInput."""
     if jsonl_files.is_file_suite(suite):  # a prepared file: its rows, whatever the grid
         return list(jsonl_files.file_recipes(suite))
+    if suite.endswith(no_context.SUFFIX):  # the suite's questions without their haystacks
+        inner = build_recipes(suite.removesuffix(no_context.SUFFIX), lengths, depths, trials, seed)
+        return [no_context.NoContextRecipe(recipe) for recipe in inner]
     builder = SUITES.get(suite)
     if builder is None:
         known = ", ".join(sorted(SUITES))
@@ -111,7 +130,9 @@ SUITE_VERSIONS: dict[str, int] = {
 
 
 def suite_version(suite: str) -> int:
-    return jsonl_files.VERSION if jsonl_files.is_file_suite(suite) else SUITE_VERSIONS[suite]
+    if jsonl_files.is_file_suite(suite):
+        return jsonl_files.VERSION
+    return SUITE_VERSIONS[suite.removesuffix(no_context.SUFFIX)]
 
 
 def reuse_key(

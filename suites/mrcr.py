@@ -140,6 +140,11 @@ class MrcrRecipe:
             },
         )
 
+    def bare_case(self) -> Case:
+        """The no-context baseline: the final question alone (no chat before it)."""
+        case = self.render(0)
+        return case.model_copy(update={"messages": case.messages[-1:], "needle": None})
+
     def words_guess(self, tokens_per_word: float) -> int:
         return max(0, round((self.target_tokens - 60 * len(self.answers) - 60) / max(tokens_per_word, 1e-6)))
 

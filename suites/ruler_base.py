@@ -154,5 +154,9 @@ class RulerRecipe:
         fixed_tokens = self.fixed_chars() / 4 + CHAT_OVERHEAD_TOKENS
         return max(0, round((self.target_tokens - fixed_tokens) / max(tokens_per_word, 1e-6)))
 
-    def render(self, filler_words: int) -> Case:  # pragma: no cover - every subclass renders
+    def render(self, filler_words: int, bare: bool = False) -> Case:  # pragma: no cover - subclasses render
         raise NotImplementedError
+
+    def bare_case(self) -> Case:
+        """The no-context baseline: the task's prompt with an empty context (worked examples kept)."""
+        return self.render(0, bare=True)

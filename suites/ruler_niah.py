@@ -114,20 +114,28 @@ class NiahRecipe(RulerRecipe):
             offsets[i] = placed[sentence].pop(0)
         return "\n".join(lines), offsets
 
-    def render(self, filler_words: int) -> Case:
-        units = self.units(filler_words)
+    def _wording(self) -> tuple[str, str, str, str]:
+        """(instruction, question, answer prefix, value kind) in RULER's singular form when one value is asked."""
         single = self.task.num_q * self.task.num_v == 1
         kind = SINGULAR[self.task.value_kind] if single else self.task.value_kind
         instruction, question, prefix = INSTRUCTION, QUESTION, ANSWER_PREFIX
-        if single:  # RULER's singular wording when one value is asked for
+        if single:
             instruction = instruction.replace("Some", "A").replace("are hidden", "is hidden")
             instruction = instruction.replace("Memorize them", "Memorize it")
             question = question.replace("What are all", "What is")
             prefix = prefix.replace(" are", " is")
-        head = instruction.format(kind=kind) + "\n"
+        return (
+            instruction.format(kind=kind) + "\n",
+            question.format(kind=kind, query=self.query),
+            prefix.format(kind=kind, query=self.query),
+            kind,
+        )
+
+    def render(self, filler_words: int) -> Case:
+        units = self.units(filler_words)
+        head, question, prefix, _ = self._wording()
         context, offsets = self._context(units)
-        content = head + context + "\n" + question.format(kind=kind, query=self.query)
-        content += prefix.format(kind=kind, query=self.query)
+        content = head + context + "\n" + question + prefix
         value_at = len(head) + offsets[0] + self.needles[0].rindex(self.answers[0])
         return self.make_case(
             content,
@@ -142,6 +150,11 @@ class NiahRecipe(RulerRecipe):
             needle_at=value_at,
             needle_len=len(self.answers[0]),
         )
+
+    def bare_case(self) -> Case:
+        """The no-context baseline: the instruction and question with no haystack and no needle."""
+        head, question, prefix, _ = self._wording()
+        return self.make_case(head + question + prefix, list(self.answers), {"haystack": "none"}, 0)
 
 
 def make_niah_recipe(name: str, base: dict, filler: FillerText | None) -> NiahRecipe:

@@ -75,7 +75,7 @@ class VtRecipe(RulerRecipe):
     TOKENS_TO_GENERATE = 30
     WORDS_PER_UNIT = 18
 
-    def render(self, filler_words: int) -> Case:
+    def render(self, filler_words: int, bare: bool = False) -> Case:
         rng = self.rng("chain")
         example_names, example_lines = _chain(rng, 3)
         example = VT_TEMPLATE.format(
@@ -85,7 +85,9 @@ class VtRecipe(RulerRecipe):
         example += " ".join(example_names) + "\n"
         names, lines = _chain(rng, 5)
         value = lines[0].split("= ")[1]
-        context = _insert_chain(self.units(filler_words), lines, [rng.random() for _ in lines])
+        context = (
+            "" if bare else _insert_chain(self.units(filler_words), lines, [rng.random() for _ in lines])
+        )
         content = example + VT_TEMPLATE.format(context=context, value=value)
         content += VT_PREFIX.format(count=VT_HOPS + 1, value=value)
         return self.make_case(content, names, {"hops": VT_HOPS, "chains": 1, "grid": "lengths"}, filler_words)
@@ -130,7 +132,7 @@ class CweRecipe(RulerRecipe):
         order.shuffle(listed)
         return _numbered(listed)
 
-    def render(self, filler_words: int) -> Case:
+    def render(self, filler_words: int, bare: bool = False) -> Case:
         short = self.target_tokens < CWE_SHORT
         freq, rare = (6, 1) if short else (CWE_FREQ, CWE_RARE_FREQ)
         shot_words = _vocabulary(self.rng("example"), 20 if short else 40)
@@ -139,8 +141,12 @@ class CweRecipe(RulerRecipe):
             CWE_TEMPLATE.format(context=shot, count=CWE_COMMON) + " " + _numbered(shot_words[:CWE_COMMON])
         )
         distinct = CWE_COMMON + self.units(filler_words) // rare
-        words = _vocabulary(self.rng("words"), distinct)  # a prefix of the same stream: the answer is fixed
-        context = self._listing(words, freq, rare, self.rng("order", distinct))
+        # a prefix of one stream (so the answer is fixed), none of the worked example's words
+        shown = set(shot_words)
+        words = [w for w in _vocabulary(self.rng("words"), distinct + len(shown)) if w not in shown][
+            :distinct
+        ]
+        context = "" if bare else self._listing(words, freq, rare, self.rng("order", distinct))
         content = example + "\n" + CWE_TEMPLATE.format(context=context, count=CWE_COMMON)
         content += CWE_PREFIX.format(count=CWE_COMMON)
         return self.make_case(content, words[:CWE_COMMON], {"distinct_words": distinct, "freq_cw": freq, "grid": "lengths",
@@ -152,8 +158,8 @@ class FweRecipe(RulerRecipe):
     TOKENS_TO_GENERATE = 50
     vocab: tuple[str, ...] = field(default=(), repr=False)
 
-    def render(self, filler_words: int) -> Case:
-        total = max(0, filler_words)
+    def render(self, filler_words: int, bare: bool = False) -> Case:
+        total = 0 if bare else max(0, filler_words)
         norm = float(zeta(FWE_ALPHA))
         counts = [int(total * (rank**-FWE_ALPHA) / norm) for rank in range(1, len(self.vocab) + 1)]
         drawn = [word for word, count in zip(self.vocab, counts, strict=True) for _ in range(count)]

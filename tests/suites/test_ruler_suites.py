@@ -142,3 +142,29 @@ def test_suite_names_expand_and_refuse_with_one_line():
         suites.parse_suite_names("ruler,vt")
     with pytest.raises(BadInput, match="no such file"):
         suites.parse_suite_names("ruler-jsonl:/nonexistent/x.jsonl")
+
+
+@pytest.mark.parametrize("name", ["needle", *ruler.TASKS, "mrcr_4"])
+def test_no_context_baseline_keeps_the_question_and_drops_every_answer(name):
+    (recipe,) = suites.build_recipes(f"{name}~nocontext", (4096,), (50.0,), 1, 0)
+    (full,) = suites.build_recipes(name, (4096,), (50.0,), 1, 0)
+    case, asked = recipe.render(0), full.render(3000)
+    text = "\n".join(m.content for m in case.messages)
+    assert case.suite == f"{name}~nocontext" and case.id != asked.id and case.expected == asked.expected
+    assert case.metric == asked.metric and case.params["baseline_of"] == name and case.needle is None
+    if name == "mrcr_4":  # the prefix is in the question; the answer after it is not
+        assert case.expected[0].removeprefix(case.params["prefix"]) not in text
+    else:
+        assert not any(value in text for value in case.expected)
+    assert asked.messages[-1].content.splitlines()[-1].endswith(text.splitlines()[-1])  # the same question
+    assert len(text) < 3000
+
+
+def test_no_context_names():
+    assert suites.parse_suite_names("ruler~nocontext")[:2] == (
+        "niah_single_1~nocontext",
+        "niah_single_2~filler~nocontext",
+    )
+    assert suites.parse_suite_names("needle,needle~nocontext") == ("needle", "needle~nocontext")
+    with pytest.raises(BadInput, match="config has no no-context form"):
+        suites.parse_suite_names("config~nocontext")
