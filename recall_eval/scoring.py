@@ -21,14 +21,14 @@ are code-shaped; ``OMEGA``, ``12345``, ``hello`` are not. A code-shaped string i
 compared case-insensitively, it neither equals, contains nor is contained in an expected value.
 
 Infrastructure outcomes (too_long, oom, crash, timeout, error) are never produced here from an
-answer; they come from the runner and are never counted toward recall (see is_recall_outcome).
+answer; they come from the runner and are never counted toward recall (recall_eval.types.RECALL_OUTCOMES; the frame's `counted` column).
 """
 
 from __future__ import annotations
 
 import re
 
-from recall_eval.types import RECALL_OUTCOMES, Completion, Outcome
+from recall_eval.types import Completion, Outcome
 
 CODE_MIN_LEN = 5
 HEDGE_LIMIT = 2
@@ -94,8 +94,3 @@ def score_completion(
         tokens = f"{completion.completion_tokens} tokens" if completion.completion_tokens else "the budget"
         why = f"{REASONING_RAN_OUT} ({tokens}, no answer yet); raise --max-tokens for thinking runs"
     return outcome, why
-
-
-def is_recall_outcome(outcome: Outcome) -> bool:
-    """True for answers from a live model (pass/miss/empty/truncated): the ones recall is computed over."""
-    return outcome in RECALL_OUTCOMES

@@ -18,8 +18,8 @@ from matplotlib.colors import to_hex
 from recall_eval.frame import frame_of
 from recall_eval.store import load_run
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
-from reports import frames
-from reports.coverage import coverage_view
+from reports import aggregates
+from reports.coverage_charts import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
 from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
 from reports.task_scores import task_table
@@ -34,8 +34,8 @@ class SuiteView:
     """One suite's section: its grid, headline numbers and heatmap image."""
 
     name: str
-    grid: frames.SuiteGrid
-    summary: frames.Summary
+    grid: aggregates.SuiteGrid
+    summary: aggregates.Summary
     png_name: str
     png: bytes
 
@@ -143,7 +143,7 @@ def _figure_of(frame: pd.DataFrame, suite: str) -> str:
 
 def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
-    for suite in frames.suites_in(frame, run.spec.suites):
+    for suite in aggregates.suites_in(frame, run.spec.suites):
         # a suite's rows may say which planned axes they follow (param_grid: "lengths" for tasks with no
         # depth, "none" for prepared files); the others draw only what they stored
         kinds = (
@@ -151,12 +151,12 @@ def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
         )
         lengths = () if "none" in kinds else run.spec.lengths
         depths = () if kinds & {"none", "lengths", "baseline"} else run.spec.depths
-        grid = frames.suite_grid(frame, suite, lengths, depths)
+        grid = aggregates.suite_grid(frame, suite, lengths, depths)
         views.append(
             SuiteView(
                 name=suite,
                 grid=grid,
-                summary=frames.summarize(frame[frame["suite"] == suite]),
+                summary=aggregates.summarize(frame[frame["suite"] == suite]),
                 png_name=_png_name(suite),
                 png=heatmap_png(grid, f"{suite}: {_figure_of(frame, suite)} by depth and length"),
             )
@@ -173,13 +173,15 @@ def render_html(
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
-        summary=frames.summarize(frame, planned=run.spec.suites),
+        summary=aggregates.summarize(frame, planned=run.spec.suites),
         suites=suites,
-        lengths=frames.length_frames(frame),
+        lengths=aggregates.length_frames(frame),
         tasks=task_table(frame),
-        failures=frames.failures(frame),
-        off_target=frames.off_target(frame),
-        tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
+        failures=aggregates.failures(frame),
+        off_target=aggregates.off_target(frame),
+        tokenizer_text=", ".join(
+            f"{name} ({n} cases)" for name, n in aggregates.tokenizers_used(frame).items()
+        )
         or "–",
         metadata=metadata_rows(run),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
@@ -199,7 +201,7 @@ def render_report(run_dir: Path) -> Path:
     """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path."""
     run_dir = Path(run_dir)
     run, stored = load_run(run_dir)
-    results = frames.latest_per_case(stored)
+    results = aggregates.latest_per_case(stored)
     frame = frame_of([(run, results)])
     suites = suite_views(run, frame)
     for view in suites:
