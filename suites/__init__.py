@@ -67,6 +67,8 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     """A comma list of suites, families (expanded in place) and file suites (paths made absolute)."""
     names: list[str] = []
     for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            raise BadInput(f"{option} {spec!r}: write comma-separated suite names ({', '.join(known_names())})")
         if item.endswith(no_context.SUFFIX) and not jsonl_files.is_file_suite(item):
             base = item.removesuffix(no_context.SUFFIX)
             inner = parse_suite_names(base, option)
@@ -90,8 +92,6 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
             else:
                 hint = f" (known: {', '.join(known_names())})"
             raise BadInput(f"{option} {spec!r}: unknown suite {item!r}" + hint)
-    if not names:
-        raise BadInput(f"{option} {spec!r}: write comma-separated suite names ({', '.join(known_names())})")
     if len(set(names)) != len(names):
         raise BadInput(f"{option} {spec!r}: a suite is repeated (a family already holds its suites)")
     return tuple(names)
