@@ -49,7 +49,14 @@ Depths = Annotated[str | None, _grid("depths", "needle depths in percent: A..B:N
 Trials = Annotated[int | None, _grid("trials")]
 Seed = Annotated[int | None, _grid("seed")]
 MaxTokens = Annotated[int | None, _grid("max_tokens")]
-Suite = Annotated[str | None, _grid("suites", "comma-separated suites")]
+Suite = Annotated[
+    str | None,
+    _grid(
+        "suites",
+        "comma-separated: needle, config, multiturn; ruler (its 11 tasks) or one task (vt, niah_single_1, ...); "
+        "mrcr; ruler-jsonl:PATH, jsonl:PATH (prepared files); SUITE~nocontext (no-context baseline)",
+    ),
+]
 Concurrency = Annotated[int | None, flag(RequestOptions, "concurrency", DEFAULT_REQUEST.concurrency)]
 RequestTimeout = Annotated[
     float | None,
