@@ -66,3 +66,40 @@ def test_a_file_that_is_not_ruler_is_one_line_exit_2(tmp_path):
     completed = run_cli("sweep", "--base-url", "http://127.0.0.1:9", "--suite", f"ruler-jsonl:{bad}")
     assert completed.returncode == 2
     assert "not a RULER prepared file" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_generic_jsonl_rows_are_scored_by_their_named_metric(tmp_path):
+    rows = [
+        {"prompt": "Q-ALPHA: which cities?", "expected": ["Paris", "Lyon"], "task": "cities", "length": 50},
+        {"prompt": "Q-BETA: which city?", "expected": ["Paris", "Lyon"], "metric": "string_match_part"},
+        {
+            "messages": [
+                {"role": "user", "content": "Write a poem."},
+                {"role": "assistant", "content": "abcd"},
+                {"role": "user", "content": "Q-GAMMA: prepend PFX to the 1st poem."},
+            ],
+            "expected": "PFXabcd",
+            "metric": "mrcr",
+            "prefix": "PFX",
+        },
+    ]
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"Q-ALPHA": "paris, maybe", "Q-BETA": "LYON", "Q-GAMMA": "PFXabcf"}))
+    port = free_port()
+    server = start_served([sys.executable, str(SERVER), str(port), str(answers)], tmp_path / "s.log", port)
+    try:
+        out = tmp_path / "runs"
+        completed = run_cli(
+            "sweep", "--base-url", server.base_url, "--suite", f"jsonl:{data}", "--out", str(out)
+        )
+    finally:
+        server.stop()
+    assert completed.returncode in (0, 3, 4), completed.stderr
+    (run_dir,) = [p for p in out.iterdir() if (p / "run.json").is_file()]
+    frame = results_frame(run_dir).sort_values("param_row")
+    # by hand: 1 of 2 references; any reference found; SequenceMatcher("abcf", "abcd") = 2*3/8
+    assert frame["score"].tolist() == [0.5, 1.0, 0.75]
+    assert frame["metric"].tolist() == ["string_match_all", "string_match_part", "mrcr"]
+    assert frame["task"].tolist() == ["cities", "mine", "mine"] and frame["target_tokens"].iloc[0] == 50
