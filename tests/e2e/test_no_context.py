@@ -48,3 +48,4 @@ def test_no_context_baselines_run_short_and_scored(guesser, tmp_path):
     assert needle["score"].isna().all() and set(needle["outcome"]) == {"miss"}  # a pass/miss suite stays one
     html = (run_dir / "report.html").read_text()
     assert 'data-task="niah_single_1~nocontext"' in html
+    assert 'id="recall-scope"' in html  # recall is stated over the pass/miss suite (needle) only

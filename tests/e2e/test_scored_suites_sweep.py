@@ -38,6 +38,7 @@ def test_ruler_family_end_to_end_on_the_embedded_default(tmp_path):
     html = (run_dir / "report.html").read_text()
     assert 'id="task-table"' in html and all(f'data-task="{task}"' in html for task in TASKS)
     assert "effective length (RULER 85.6)" in html
+    assert 'id="scored-only"' in html  # no recall card for a run of scored suites only
     assert len(list(run_dir.glob("heatmap-*.png"))) == len(TASKS)
 
 
