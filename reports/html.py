@@ -195,7 +195,7 @@ def render_html(
         recall_summary=aggregates.summarize(_pass_miss(frame), planned=run.spec.suites),
         suites=suites,
         lengths=aggregates.length_frames(frame),
-        tasks=task_table(frame),
+        tasks=task_table(frame, run.spec.suites),
         failures=aggregates.failures(frame),
         off_target=aggregates.off_target(frame),
         tokenizer_text=", ".join(

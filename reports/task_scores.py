@@ -50,14 +50,15 @@ def _value(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def task_table(frame: pd.DataFrame) -> TaskTable | None:
-    """The table of the frame's scored tasks (rows with a metric), or None when there are none."""
+def task_table(frame: pd.DataFrame, planned: tuple[str, ...] = ()) -> TaskTable | None:
+    """The table of the frame's scored tasks (rows with a metric), or None when there are none; tasks
+    in the planned suites' order (RULER's order for `--suite ruler`), then any others."""
     scored = frame[frame["metric"].notna()] if "metric" in frame else frame.iloc[0:0]
     if scored.empty:
         return None
     lengths = tuple(sorted({int(n) for n in scored["target_tokens"]}))
     rows = []
-    for task in dict.fromkeys(scored["task"]):
+    for task in dict.fromkeys([*(name for name in planned if name in set(scored["task"])), *scored["task"]]):
         mine = scored[scored["task"] == task]
         by_length = score_table(mine, ["target_tokens"])["score"]
         scores = {

@@ -1,0 +1,56 @@
+"""The RULER-style task table: mean scores per task and length, effective length at RULER's 85.6 and at
+this project's 90, the average row and MRCR floors, against values computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from recall_eval.frame import frame_of
+from recall_eval.types import Completion, Result
+from reports.task_scores import RULER_THRESHOLD, task_table
+
+
+def _result(
+    task: str, length: int, trial: int, score: float | None, outcome: str = "miss", **params
+) -> Result:
+    return Result(
+        case_id=f"{task}-{length}-{trial}", suite=task, variant="default", outcome=outcome,
+        target_tokens=length, depth_percent=50.0, trial=trial, started_at=0.0, finished_at=1.0,
+        completion=Completion(text="x") if outcome != "oom" else None, score=score,
+        params={"task": task, "metric": "mrcr" if task.startswith("mrcr") else "string_match_all", **params},
+    )  # fmt: skip
+
+
+def test_scores_effective_lengths_and_floors_by_hand():
+    results = [
+        # vt: 4K mean (1 + 0.8)/2 = 0.9, 8K mean (0.9 + 0.8)/2 = 0.85, 16K 1.0 -> RULER (0.856): 4K, ours (0.9): 4K
+        _result("vt", 4096, 0, 1.0, "pass"), _result("vt", 4096, 1, 0.8),
+        _result("vt", 8192, 0, 0.9), _result("vt", 8192, 1, 0.8),
+        _result("vt", 16384, 0, 1.0, "pass"),
+        # an OOM has no score and stays out of the mean
+        _result("vt", 16384, 1, None, "oom"),
+        # cwe: 0.86 at 4K (RULER holds, ours does not), 0.95 at 8K
+        _result("cwe", 4096, 0, 0.86), _result("cwe", 8192, 0, 0.95),
+        _result("mrcr_2", 4096, 0, 0.5, floor=0.3), _result("mrcr_2", 4096, 1, 0.7, floor=0.2),
+    ]  # fmt: skip
+    table = task_table(frame_of([(None, results)]), planned=("cwe", "vt"))
+    assert table is not None and table.lengths == (4096, 8192, 16384)
+    assert [row.task for row in table.rows] == ["cwe", "vt", "mrcr_2"]  # planned order first
+    cwe, vt, mrcr = table.rows
+    assert vt.scores == pytest.approx({4096: 0.9, 8192: 0.85, 16384: 1.0})
+    assert vt.mean == pytest.approx((1 + 0.8 + 0.9 + 0.8 + 1.0) / 5) and vt.answered == 5
+    assert (vt.ruler_effective_length, vt.effective_length) == (4096, 4096)
+    assert (cwe.ruler_effective_length, cwe.effective_length) == (8192, None)
+    assert mrcr.floor == pytest.approx(0.25) and vt.floor is None and mrcr.metric == "mrcr"
+    assert table.averages() == pytest.approx(
+        {4096: (0.86 + 0.9 + 0.6) / 3, 8192: (0.95 + 0.85) / 2, 16384: 1.0}
+    )
+    assert table.ruler_threshold == RULER_THRESHOLD == 0.856
+
+
+def test_no_scored_suite_no_table():
+    plain = Result(
+        case_id="a", suite="needle", variant="default", outcome="pass", target_tokens=1000,
+        depth_percent=0.0, started_at=0.0, finished_at=1.0, completion=Completion(text="x"),
+    )  # fmt: skip
+    assert task_table(frame_of([(None, [plain])])) is None
