@@ -68,7 +68,9 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     names: list[str] = []
     for item in (part.strip() for part in spec.split(",")):
         if not item:
-            raise BadInput(f"{option} {spec!r}: write comma-separated suite names ({', '.join(known_names())})")
+            raise BadInput(
+                f"{option} {spec!r}: write comma-separated suite names ({', '.join(known_names())})"
+            )
         if item.endswith(no_context.SUFFIX) and not jsonl_files.is_file_suite(item):
             base = item.removesuffix(no_context.SUFFIX)
             inner = parse_suite_names(base, option)
@@ -80,8 +82,9 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
                 )
             names.extend(name + no_context.SUFFIX for name in inner)
         elif jsonl_files.is_file_suite(item):
-            names.append(jsonl_files.absolute_spec(item))
-            jsonl_files.file_recipes(names[-1])  # a missing or malformed file is refused now
+            for file_suite in jsonl_files.expand_spec(item):  # a folder: every .jsonl under it
+                jsonl_files.file_recipes(file_suite)  # a missing or malformed file is refused now
+                names.append(file_suite)
         elif item in FAMILIES:
             names.extend(FAMILIES[item])
         elif item in SUITES:

@@ -211,6 +211,21 @@ def file_recipes(spec: str) -> list[FileRowRecipe]:
     return ruler_file_recipes(spec) if spec.startswith(RULER_PREFIX) else generic_file_recipes(spec)
 
 
+def expand_spec(spec: str) -> list[str]:
+    """The file suites a spec names: itself, or for a folder every `.jsonl` under it (RULER writes
+    `<root>/<length>/data/<task>/validation.jsonl`), sorted; paths made absolute."""
+    prefix = RULER_PREFIX if spec.startswith(RULER_PREFIX) else GENERIC_PREFIX
+    task, path = _split_task(spec.removeprefix(prefix))
+    if task is None and path.is_dir():
+        found = sorted(path.rglob("*.jsonl"))
+        if not found:
+            raise BadInput(
+                f"{spec}: no .jsonl file in that folder; give a file or a folder of RULER's output"
+            )
+        return [absolute_spec(prefix + str(file)) for file in found]
+    return [absolute_spec(spec)]
+
+
 def absolute_spec(spec: str) -> str:
     """The suite spec with its path made absolute (a resume from another folder finds the same file)."""
     prefix = RULER_PREFIX if spec.startswith(RULER_PREFIX) else GENERIC_PREFIX
