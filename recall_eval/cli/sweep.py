@@ -81,7 +81,8 @@ def sweep(
         typer.Option(
             "--fail-under",
             help="Exit 4 when recall is below this: overall (0.95), per suite (needle=0.98,config=0.8), "
-            "or both. For CI gating of a kernel or precision change.",
+            "or both (a scored suite such as vt=0.85 is gated on its mean score). For CI gating of a kernel or "
+            "precision change.",
         ),
     ] = None,
     retry: Annotated[
