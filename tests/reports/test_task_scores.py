@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
 from recall_eval.frame import frame_of
 from recall_eval.types import Completion, Result
+from reports.compare_report import write_compare
 from reports.task_scores import RULER_THRESHOLD, task_table
+from tests.reports.compare_builders import run_of, store_run
 
 
 def _result(
@@ -54,3 +57,22 @@ def test_no_scored_suite_no_table():
         depth_percent=0.0, started_at=0.0, finished_at=1.0, completion=Completion(text="x"),
     )  # fmt: skip
     assert task_table(frame_of([(None, [plain])])) is None
+
+
+def test_compare_shows_each_variants_task_table(tmp_path):
+    compare_dir = tmp_path / "compare-scored"
+    variants = []
+    for label, score in (("fp8", 0.5), ("bf16", 1.0)):
+        results = [
+            _result("vt", 4096, 0, score, "pass" if score == 1 else "miss").model_copy(
+                update={"variant": label}
+            )
+        ]
+        run_dir = store_run(tmp_path, run_of(label, (4096,), (50.0,), run_id=f"run-{label}"), results)
+        variants.append(CompareVariant(label=label, run_dir=relative_run_dir(compare_dir, run_dir)))
+    manifest = CompareManifest(
+        compare_id="scored", created_at=0.0, command="recall-eval compare fp8 bf16", variants=tuple(variants)
+    )
+    html = write_compare(compare_dir, manifest).read_text(encoding="utf-8")
+    assert 'id="task-table-0"' in html and 'id="task-table-1"' in html
+    assert 'data-score="0.5"' in html and 'data-score="1.0"' in html
