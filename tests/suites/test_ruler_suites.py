@@ -168,3 +168,19 @@ def test_no_context_names():
     assert suites.parse_suite_names("needle,needle~nocontext") == ("needle", "needle~nocontext")
     with pytest.raises(BadInput, match="config has no no-context form"):
         suites.parse_suite_names("config~nocontext")
+
+
+@pytest.mark.parametrize(
+    "task", ["niah_multikey_1~filler", "niah_multivalue~filler", "niah_multiquery~filler"]
+)
+def test_every_needle_sits_where_its_fraction_says(task):
+    (recipe,) = suites.build_recipes(task, (4096,), (25.0,), 1, 3)
+    case = recipe.render(3000)
+    text = case.messages[0].content
+    units = case.params["haystack_units"]
+    assert len(case.params["needle_units"]) == len(recipe.needles) == 4
+    for sentence, unit in zip(recipe.needles, case.params["needle_units"], strict=True):
+        assert text.count(sentence) == 1
+        # a needle goes in at a sentence boundary near its word position: within a couple of sentences
+        assert abs(text.index(sentence) / len(text) - unit / units) < 0.03
+    assert case.params["needle_units"][0] == round(0.25 * units)
