@@ -149,8 +149,8 @@ class CweRecipe(RulerRecipe):
         context = "" if bare else self._listing(words, freq, rare, self.rng("order", distinct))
         content = example + "\n" + CWE_TEMPLATE.format(context=context, count=CWE_COMMON)
         content += CWE_PREFIX.format(count=CWE_COMMON)
-        return self.make_case(content, words[:CWE_COMMON], {"distinct_words": distinct, "freq_cw": freq, "grid": "lengths",
-                              "freq_ucw": rare}, filler_words)  # fmt: skip
+        params = {"distinct_words": distinct, "freq_cw": freq, "freq_ucw": rare, "grid": "lengths"}
+        return self.make_case(content, words[:CWE_COMMON], params, filler_words)
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,8 @@ class FweRecipe(RulerRecipe):
         drawn = [word for word, count in zip(self.vocab, counts, strict=True) for _ in range(count)]
         self.rng("order", total).shuffle(drawn)
         content = FWE_TEMPLATE.format(context=" ".join(drawn)) + FWE_PREFIX
-        return self.make_case(content, list(self.vocab[1:4]), {"alpha": FWE_ALPHA, "vocab_size": len(self.vocab), "grid": "lengths"},
-                              filler_words)  # fmt: skip
+        params = {"alpha": FWE_ALPHA, "vocab_size": len(self.vocab), "grid": "lengths"}
+        return self.make_case(content, list(self.vocab[1:4]), params, filler_words)
 
 
 def fwe_vocab(rng: random.Random, target_tokens: int) -> tuple[str, ...]:
