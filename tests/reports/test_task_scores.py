@@ -8,7 +8,9 @@ import pytest
 from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
 from recall_eval.frame import frame_of
 from recall_eval.types import Completion, Result
+from reports.aggregates import suite_grid
 from reports.compare_report import write_compare
+from reports.heatmap import cell_text
 from reports.task_scores import RULER_THRESHOLD, task_table
 from tests.reports.compare_builders import run_of, store_run
 
@@ -76,3 +78,12 @@ def test_compare_shows_each_variants_task_table(tmp_path):
     html = write_compare(compare_dir, manifest).read_text(encoding="utf-8")
     assert 'id="task-table-0"' in html and 'id="task-table-1"' in html
     assert 'data-score="0.5"' in html and 'data-score="1.0"' in html
+
+
+def test_a_scored_cell_reads_its_mean_score_and_a_pass_miss_cell_its_passes():
+    frame = frame_of([(None, [_result("vt", 4096, 0, 1.0, "pass"), _result("vt", 4096, 1, 0.2)])])
+    (row,) = suite_grid(frame, "vt").cells
+    (cell,) = row
+    assert cell.score == pytest.approx(0.6) and cell_text(cell) == ("60", "n=2")
+    plain = cell.__class__(cell.suite, 4096, 50.0, cell.outcomes, recall=0.5)
+    assert cell_text(plain) == ("1/2", "")
