@@ -100,6 +100,30 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     return tuple(names)
 
 
+# RULER's answer budgets (tokens_to_generate in its scripts/data/synthetic/constants.py), by task kind
+RULER_BUDGETS = {"niah": 128, "vt": 30, "cwe": 120, "fwe": 50, "qa": 32}
+MRCR_BUDGET = 64  # an MRCR-style answer: the 10-character prefix and about 25 words
+
+
+def answer_budget(names: Sequence[str]) -> int | None:
+    """The answer budget the suites call for when --max-tokens is not given (the largest of RULER's
+    budgets for its tasks, MRCR_BUDGET for mrcr), or None for suites without one (needle, config, ...)."""
+    budgets = []
+    for name in names:
+        base = name.removesuffix(no_context.SUFFIX)
+        if jsonl_files.is_file_suite(base) and not base.startswith(jsonl_files.RULER_PREFIX):
+            continue
+        task = base.removeprefix(jsonl_files.RULER_PREFIX)
+        if jsonl_files.is_file_suite(base):  # ruler-jsonl:PATH: the task its rows name
+            task = str(jsonl_files.file_recipes(base)[0].task)
+        if task.startswith(mrcr.FAMILY):
+            budgets.append(MRCR_BUDGET)
+        kind = next((kind for kind in RULER_BUDGETS if task.startswith(kind)), None)
+        if kind is not None:
+            budgets.append(RULER_BUDGETS[kind])
+    return max(budgets) if budgets else None
+
+
 def _has_baseline(name: str) -> bool:
     return not jsonl_files.is_file_suite(name) and all(
         no_context.has_baseline(recipe) for recipe in SUITES[name]((4096,), (50.0,), 1, 0)

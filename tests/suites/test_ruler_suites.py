@@ -9,6 +9,8 @@ from collections import Counter
 import pytest
 
 import suites
+from recall_eval import api
+from recall_eval.api.sweeping import build_spec
 from recall_eval.errors import BadInput
 from suites import ruler
 from suites.mrcr import FORMS, PREFIX_CHARS
@@ -184,3 +186,18 @@ def test_every_needle_sits_where_its_fraction_says(task):
         # a needle goes in at a sentence boundary near its word position: within a couple of sentences
         assert abs(text.index(sentence) / len(text) - unit / units) < 0.03
     assert case.params["needle_units"][0] == round(0.25 * units)
+
+
+def test_without_max_tokens_ruler_and_mrcr_get_their_answer_budgets():
+    def budget(suite: str, **grid) -> int:
+        return build_spec(
+            api.GridOptions(suites=suite, lengths="4096", depths="50", **grid), api.RequestOptions()
+        ).max_tokens
+
+    assert budget("ruler") == 128  # niah's (the largest of RULER's: vt 30, cwe 120, fwe 50)
+    assert budget("vt,fwe") == 50 and budget("mrcr") == 64
+    assert budget("ruler", max_tokens=16) == 16  # --max-tokens rules
+    assert (
+        budget("needle")
+        == build_spec(api.GridOptions(lengths="4096", depths="50"), api.RequestOptions()).max_tokens
+    )
