@@ -17,12 +17,16 @@ forms (ShrinkableRecipe.smaller: fewer or terser case-made parts, same id) are t
 even the smallest does not fit, the case comes back marked `not_applicable` (with the reason) and the
 runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
 
-What the server reports is checked before it is trusted: a longer filler must count more tokens. Counts
-that fall as the filler grows, or stand still over FLAT_WORDS more words (a gateway's constant usage.prompt_tokens), or a search
-that does not settle, raise UntrustedCounts, and the caller measures again with estimated lengths
-(recall_eval.api.execute says so on the console and flags the run). A prompt the server refuses as
-longer than its context (tokenization.PromptRefused) is an upper bound of the search; when no size
-within tolerance of the target is accepted, the case is marked `too_long` (Case.too_long) and never sent.
+What the server reports is checked before it is trusted: a longer filler must count more tokens.
+Counts that fall as the filler grows, or stand still over FLAT_WORDS more words (a gateway's constant
+usage.prompt_tokens), or a search that does not settle, raise UntrustedCounts, and the caller measures
+again with estimated lengths (recall_eval.api.execute says so on the console and flags the run). A
+prompt the server refuses as longer than its context (tokenization.PromptRefused) is an upper bound of
+the search; when no size within tolerance of the target is accepted, the case is marked `too_long`
+(Case.too_long) and never sent.
+
+Fixed recipes (a `fixed` attribute that is true: rows of a prepared file, sent as they are) are not
+sized, only measured: their prompt_tokens are the server's count beside the file's own length figure.
 """
 
 from __future__ import annotations
@@ -277,7 +281,12 @@ class Calibrator:
         """The calibrated case and the slope seen; the first smaller form that fits when the recipe
         does not, else the smallest form marked not_applicable."""
         try:
-            words, slope = await self.search(recipe, tokens_per_word)
+            # a recipe with no filler to size (a prepared file's row: sent as it is) is only measured
+            words, slope = (
+                (0, tokens_per_word)
+                if getattr(recipe, "fixed", False)
+                else (await self.search(recipe, tokens_per_word))
+            )
         except TargetTooShort as short:
             smaller = recipe.smaller() if isinstance(recipe, ShrinkableRecipe) else None
             if smaller is not None:

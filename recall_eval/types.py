@@ -75,6 +75,9 @@ class Case(_Frozen):
     # set by calibration when the server refused this case's prompt as longer than its context: why;
     # such a case is never sent again and ends as the "too_long" outcome
     too_long: str | None = None
+    # a scored case (recall_eval.metrics): the metric that grades its answer as a fraction ("string_match_all",
+    # "string_match_part", "mrcr"); None for pass/miss cases, which give recall
+    metric: str | None = None
 
 
 @runtime_checkable
@@ -187,6 +190,7 @@ class Result(_Frozen):
     # the server's count is off the target by more than tolerance (1%, at least 8 tokens): reports flag it
     length_off_target: bool = False
     endpoint: str | None = None  # base URL of the replica that served the case (None: not sent)
+    score: float | None = None  # scored cases only: the metric's grade of the answer in [0, 1] (Case.metric)
 
 
 class PDPart(_Frozen):
