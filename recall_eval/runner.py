@@ -33,7 +33,7 @@ from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_client import IndexerCapture
 from recall_eval.results_writer import ResultsWriter
-from recall_eval.scoring import score_completion
+from recall_eval.scoring import PromptText, score_completion
 from recall_eval.store import RunStore
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
@@ -176,6 +176,7 @@ class Runner:
             suite=case.suite,
             variant=self.settings.variant,
             outcome=outcome,
+            strict_outcome=outcome,
             answer=answer if answer is not None else (completion.text if completion is not None else ""),
             expected=case.expected,
             target_tokens=case.target_tokens,
@@ -227,9 +228,20 @@ class Runner:
             return result.model_copy(update={"endpoint": endpoint}), died_on
         self._served()
         state.consecutive_deaths = 0
-        outcome, why = score_completion(completion, case.expected, case.distractors)
+        scored = score_completion(completion, case.expected, case.distractors, PromptText(case))
+        outcome = scored.outcome
         result = self._result(
-            case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
+            case,
+            outcome,
+            started_at,
+            completion,
+            error=scored.why if outcome != "pass" else None,
+            endpoint=endpoint,
+        ).model_copy(
+            update={
+                "strict_outcome": scored.strict_outcome,
+                "strict_why": scored.strict_why if outcome == "pass" else None,
+            }
         )
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
