@@ -15,8 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
 
-from recall_eval.errors import UserError
+from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RUN_FILE, RunStore
+from recall_eval.target_facts import UNKNOWN, target_facts
 from recall_eval.types import RECALL_OUTCOMES, Result, Run
 
 COMPARE_FILE = "compare.json"  # a compare directory names its runs here (reports/compare_report.py)
@@ -29,8 +30,10 @@ RESULT_COLUMNS: dict[str, str] = {
     "variant": "the run's variant label (default, fp8, bf16, topk=1024, ...)",
     "profile": "name of the server profile (external for --base-url)",
     "engine": "reference, sglang or external",
-    "index_k_dtype": "index-key precision the profile asked for (fp8, bf16, fp4)",
-    "index_topk": "index_topk the profile asked for (empty: the server's default)",
+    "index_k_dtype": "index-key precision the run launched or learned from /server_info (fp8, bf16, fp4), else unknown",
+    "index_k_dtype_source": "launched (the profile's), server (its /server_info said it) or unknown",
+    "index_topk": "index_topk the run launched or learned from /server_info (empty: unknown)",
+    "index_topk_source": "launched, server or unknown",
     "endpoint": "base URL the requests went to (credentials and query left out)",
     "interleaved": "the run's requests were interleaved with another variant's on live servers",
     "case_id": "stable id of the case: same id = same prompt across runs (pairs in compare)",
@@ -40,7 +43,9 @@ RESULT_COLUMNS: dict[str, str] = {
     "trial": "index of the independent case within one (length, depth) cell",
     "outcome": "pass, miss, empty, truncated, too_long, oom, crash, timeout, error, not_applicable",
     "counted": "True for answers from a live model (pass, miss, empty, truncated): counted in recall",
-    "passed": "outcome == pass",
+    "passed": "outcome == pass (the lenient verdict)",
+    "strict_outcome": "the strict verdict: a lenient pass that does not commit to the value is a miss (README, Scoring)",
+    "strict_passed": "strict_outcome == pass (empty for results stored before strict scoring)",
     "answer": "the model's answer text (untrusted)",
     "expected": "accepted answers, as a JSON list",
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
@@ -73,8 +78,10 @@ RUN_COLUMNS: dict[str, str] = {
     "status": "running, interrupted, finished, failed",
     "profile": "profile name",
     "engine": "reference, sglang or external",
-    "index_k_dtype": "index-key precision the profile asked for",
-    "index_topk": "index_topk the profile asked for",
+    "index_k_dtype": "index-key precision launched or learned, else unknown",
+    "index_k_dtype_source": "launched, server or unknown",
+    "index_topk": "index_topk launched or learned (empty: unknown)",
+    "index_topk_source": "launched, server or unknown",
     "endpoint": "base URL the requests went to",
     "interleaved": "requests interleaved with another variant's on live servers",
     "suites": "suites, comma-separated",
@@ -92,16 +99,20 @@ RUN_COLUMNS: dict[str, str] = {
 
 def _run_fields(run: Run | None) -> dict[str, Any]:
     if run is None:  # results without their run (tests, in-memory use): run columns stay empty
-        return {"run_id": None, "variant": None, "profile": None, "engine": None, "index_k_dtype": None,
-                "index_topk": None, "endpoint": None, "interleaved": False}  # fmt: skip
+        return {"run_id": None, "variant": None, "profile": None, "engine": None, "index_k_dtype": UNKNOWN,
+                "index_k_dtype_source": "unknown", "index_topk": None, "index_topk_source": "unknown",
+                "endpoint": None, "interleaved": False}  # fmt: skip
     profile = run.profile
+    facts = target_facts(run)
     return {
         "run_id": run.run_id,
         "variant": run.spec.variant,
         "profile": profile.name if profile else None,
         "engine": profile.engine if profile else None,
-        "index_k_dtype": profile.index_k_dtype if profile else None,
-        "index_topk": profile.index_topk if profile else None,
+        "index_k_dtype": facts.shown("index_k_dtype"),
+        "index_k_dtype_source": facts.index_k_dtype_source,
+        "index_topk": facts.index_topk,
+        "index_topk_source": facts.index_topk_source,
         "endpoint": _endpoint(run),
         "interleaved": run.interleaved,
     }
@@ -140,6 +151,8 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         outcome=result.outcome,
         counted=counted,
         passed=result.outcome == "pass",
+        strict_outcome=result.strict_outcome,
+        strict_passed=None if result.strict_outcome is None else result.strict_outcome == "pass",
         answer=result.answer,
         expected=json.dumps(list(result.expected)),
         prompt_tokens=prompt_tokens,
@@ -184,6 +197,7 @@ _DTYPES = {
     "attempt": "int64",
     "counted": "bool",
     "passed": "bool",
+    "strict_passed": "boolean",
     "interleaved": "bool",
 }
 _FLOATS = ("depth_percent", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
@@ -195,7 +209,12 @@ def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFram
     Rows are ordered by run, then suite, length, depth, trial, case id.
     """
     rows = []
+    seen_runs: set[str] = set()
     for order, (run, results) in enumerate(runs):
+        if run is not None:  # a run named twice (directly and through a compare) is read once
+            if run.run_id in seen_runs:
+                continue
+            seen_runs.add(run.run_id)
         latest = {(result.variant, result.case_id): result for result in results}
         rows.extend({**result_row(run, result), "_run_order": order} for result in latest.values())
     frame = pd.DataFrame(rows, columns=[*RESULT_COLUMNS, "_run_order"] if not rows else None)
@@ -216,20 +235,24 @@ def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     if isinstance(paths, str | Path):
         paths = [paths]
     found: list[Path] = []
+    seen: set[Path] = set()
     for item in paths:
         path = Path(item)
         if (path / RUN_FILE).is_file():
-            found.append(path)
+            named = [path]
         elif (path / COMPARE_FILE).is_file():
             manifest = json.loads((path / COMPARE_FILE).read_text(encoding="utf-8"))
-            for variant in manifest.get("variants", []):
-                run_dir = Path(variant["run_dir"])
-                found.append(run_dir if run_dir.is_absolute() else path / run_dir)
+            named = [Path(v["run_dir"]) for v in manifest.get("variants", [])]
+            named = [run_dir if run_dir.is_absolute() else path / run_dir for run_dir in named]
         else:
-            raise UserError(
+            raise BadInput(
                 f"{path} is neither a run directory (no {RUN_FILE}) nor a compare directory "
                 f"(no {COMPARE_FILE}); `recall-eval runs` lists them"
             )
+        for run_dir in named:  # one row set per run however often it is named
+            if run_dir.resolve() not in seen:
+                seen.add(run_dir.resolve())
+                found.append(run_dir)
     return found
 
 

@@ -8,7 +8,6 @@ per-case speed changes). Everything is aggregated with pandas from each run's re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +17,7 @@ import pandas as pd
 
 from recall_eval.frame import frame_of
 from recall_eval.stats import mcnemar_exact, median_change_ci, percentile, sign_test
+from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import NOT_APPLICABLE_OUTCOMES, Result, Run
 from reports import frames
 
@@ -106,19 +106,6 @@ def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[s
     return changes
 
 
-def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
-    """First value under any of keys, searching nested dicts (server_info nests /server_info's answer)."""
-    if isinstance(tree, Mapping):
-        for key in keys:
-            if tree.get(key) is not None:
-                return tree[key]
-        for value in tree.values():
-            found = _find_key(value, keys)
-            if found is not None:
-                return found
-    return None
-
-
 @dataclass(frozen=True)
 class MemoryPlan:
     """Server start and memory plan as the server reported them (None where it did not)."""
@@ -131,16 +118,15 @@ class MemoryPlan:
 
 
 def memory_plan_of(run: Run) -> MemoryPlan:
-    tokens = _find_key(run.server_info, ("max_total_num_tokens", "max_total_tokens"))
-    per_token = _find_key(run.server_info, ("kv_bytes_per_token", "kv_cache_bytes_per_token"))
+    facts = target_facts(run)  # launched or learned; None (shown as unknown) otherwise
+    tokens = find_key(run.server_info, ("max_total_num_tokens", "max_total_tokens"))
+    per_token = find_key(run.server_info, ("kv_bytes_per_token", "kv_cache_bytes_per_token"))
     return MemoryPlan(
         max_total_num_tokens=int(tokens) if isinstance(tokens, int | float) else None,
         kv_bytes_per_token=int(per_token) if isinstance(per_token, int | float) else None,
         time_to_ready_s=run.time_to_ready_s,
-        index_k_dtype=str(dtype) if (dtype := _find_key(run.server_info, ("index_k_dtype",))) else None,
-        index_topk=int(topk)
-        if isinstance(topk := _find_key(run.server_info, ("index_topk",)), int)
-        else None,
+        index_k_dtype=facts.index_k_dtype,
+        index_topk=facts.index_topk,
     )
 
 
@@ -168,11 +154,11 @@ def _profile_summary(run: Run) -> str:
     profile = run.profile
     if profile is None:
         return "unknown server"
+    facts = target_facts(run)
+    known = f"index keys {facts.shown('index_k_dtype')}, index_topk {facts.shown('index_topk')}"
     if profile.engine == "external" or profile.base_url:
-        return f"running server at {profile.base_url}"
-    parts = [f"{profile.name} ({profile.engine})", f"index keys {profile.index_k_dtype}"]
-    if profile.index_topk is not None:
-        parts.append(f"index_topk {profile.index_topk}")
+        return f"running server at {profile.base_url} ({known})"
+    parts = [f"{profile.name} ({profile.engine})", known]
     if profile.mem_fraction_static is not None:
         parts.append(f"mem {profile.mem_fraction_static:g}")
     if profile.context_length is not None:

@@ -17,6 +17,7 @@ from matplotlib.colors import to_hex
 
 from recall_eval.frame import frame_of
 from recall_eval.store import load_run
+from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import frames
 from reports.coverage import coverage_view
@@ -122,6 +123,10 @@ def _masked_env(env: dict[str, str]) -> dict[str, str]:
     return {k: ("(hidden)" if _SECRET_KEY.search(k) else v) for k, v in sorted(env.items())}
 
 
+_EXTERNAL_FIELDS = ("name", "engine", "base_url", "replica_base_urls", "served_model_name", "index_k_dtype",
+                    "index_topk", "port", "enable_return_indexer_topk")  # fmt: skip
+
+
 def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     """Spec and profile as (field, value) rows for the metadata tables."""
     spec = [(k, _display(v)) for k, v in run.spec.model_dump().items()]
@@ -129,7 +134,16 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     if run.profile is not None:
         dumped = run.profile.model_dump()
         dumped["env"] = _masked_env(run.profile.env)
-        # Unset fields (None, empty) are left out: the table shows what this run actually chose.
+        # Unset fields (None, empty) are left out: the table shows what this run actually chose. The
+        # server settings are what it launched or learned (recall_eval.target_facts), never a default.
+        facts = target_facts(run)
+        dumped.update(
+            index_k_dtype=facts.shown("index_k_dtype"),
+            index_topk=facts.shown("index_topk"),
+            port=facts.shown("port"),
+        )
+        if run.profile.engine == "external":  # launch settings (tp, host, ...) a running server never had
+            dumped = {k: v for k, v in dumped.items() if k in _EXTERNAL_FIELDS}
         profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
     versions = [(k, str(v)) for k, v in sorted(run.versions.items())]
     return {"spec": spec, "profile": profile, "versions": versions}
@@ -168,6 +182,7 @@ def render_html(
         tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
         or "–",
         metadata=metadata_rows(run),
+        facts=target_facts(run),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info

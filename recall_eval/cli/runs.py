@@ -16,6 +16,7 @@ from recall_eval.api.reading import CompareEntry, leftover_servers, stop_leftove
 from recall_eval.cli.app import app
 from recall_eval.formatting import percent
 from recall_eval.store import runs_home
+from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
     from launchers.server_records import Leftover
@@ -36,17 +37,17 @@ def _when(stamp: float) -> str:
 
 
 def _target(record: api.RunRecord) -> dict[str, Any]:
-    """Profile name, index-K dtype and index_topk; a running server's settings are not known here."""
+    """Profile name, index-K dtype and index_topk: what the run launched or learned, else None."""
     profile = record.profile
     if profile is None:
         return {"profile": None, "engine": None, "base_url": None, "index_k_dtype": None, "index_topk": None}
-    external = profile.engine == "external"
+    facts = target_facts(record.run)  # launched or learned from /server_info; None: unknown
     return {
         "profile": profile.name,
         "engine": profile.engine,
         "base_url": profile.base_url or record.run.server_info.get("base_url"),
-        "index_k_dtype": None if external else profile.index_k_dtype,
-        "index_topk": None if external else profile.index_topk,
+        "index_k_dtype": facts.index_k_dtype,
+        "index_topk": facts.index_topk,
     }
 
 
@@ -100,12 +101,16 @@ def _run_row(record: api.RunRecord) -> list[str]:
         record.status,
         record.variant,
         profile,
-        target["index_k_dtype"] or "-",
-        str(topk) if topk is not None else ("model" if target["engine"] not in (None, "external") else "-"),
+        target["index_k_dtype"] or "unknown",
+        str(topk) if topk is not None else "unknown",
         ",".join(record.run.spec.suites),
         _lengths_text(record.run.spec.lengths),
         f"{record.cases_done}/{record.cases_total}",
-        f"{percent(record.recall)} ({passes}/{answered})" if answered else "-",
+        (
+            f"{percent(record.recall)}{' pooled' if len(record.run.spec.suites) > 1 else ''} ({passes}/{answered})"
+        )
+        if answered
+        else "-",
         _when(record.run.created_at),
     ]
 
