@@ -130,6 +130,8 @@ def test_echo_needs_the_filler_not_the_fact():
     """The same echo with the fact deep in the prompt: still an echo (filler words copied)."""
     case = needle_case(depth_zero=False)
     echo = " ".join(FILLER.split()[:12]) + f" {VALUE}"
-    scored = score_completion(Completion(text=echo, finish_reason="stop"), case.expected, (), PromptText(case))
+    scored = score_completion(
+        Completion(text=echo, finish_reason="stop"), case.expected, (), PromptText(case)
+    )
     assert (scored.outcome, scored.strict_outcome) == ("pass", "miss")
     assert "echoes the prompt" in scored.strict_why
