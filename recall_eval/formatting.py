@@ -20,3 +20,8 @@ def recall_text(row: pd.Series) -> str:
     if not row["answered"] or math.isnan(row["recall"]):
         return "n/a (nothing answered)"
     return f"{percent(row['recall'])} (Wilson {percent(row['ci_low'])}-{percent(row['ci_high'])})"
+
+
+def format_p(p_value: float) -> str:
+    """A p-value as reports and the console print it: 'p < 0.001', 'p = 0.062'."""
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"

@@ -30,6 +30,8 @@ class VariantRun:
     run_dir: Path
     run: Run
     results: list[Result]  # one per case id (frames.latest_per_case)
+    reused: bool = False  # an earlier finished run was reused by this compare
+    age_s: float | None = None  # reused: seconds from the run's end to the compare's start
 
     @cached_property
     def frame(self) -> pd.DataFrame:
@@ -144,6 +146,9 @@ class VariantFrame:
     throughput: Throughput  # medians over every answered request
     memory: MemoryPlan
     interleaved: bool = False  # run.json: its requests were interleaved with another variant's
+    reused: bool = False  # an earlier finished run was reused by this compare
+    reused_age_s: float | None = None  # reused: seconds from the run's end to the compare's start
+    started_median: float | None = None  # median unix time its timed cases started (when it ran)
 
     @property
     def effective_length(self) -> int | None:
@@ -183,6 +188,9 @@ def variant_frame(
         throughput=throughput_of(frame),
         memory=memory_plan_of(variant.run),
         interleaved=variant.run.interleaved,
+        reused=variant.reused,
+        reused_age_s=variant.age_s,
+        started_median=percentile(frame["started_at"][frame["ttft_s"].notna()], 50),
     )
 
 
@@ -271,6 +279,13 @@ class PairFrame:
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
     speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
+
+    @property
+    def minutes_apart(self) -> float | None:
+        """Minutes between the middle of the two runs' timed cases (sequential runs: how far apart)."""
+        if self.a.started_median is None or self.b.started_median is None:
+            return None
+        return abs(self.b.started_median - self.a.started_median) / 60.0
 
 
 def _tests_by(

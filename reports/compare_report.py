@@ -20,11 +20,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recall_eval.errors import UserError
+from recall_eval.formatting import format_p
 from recall_eval.store import load_run
 from reports import frames
 from reports.compare_charts import diff_heatmap_png, length_recall_png
 from reports.compare_frames import METRICS, CompareFrames, PairedTest, VariantRun, compare_frames
-from reports.compare_verdict import format_p, format_pct, verdict
+from reports.compare_verdict import format_pct, reused_age, verdict
 from reports.coverage import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
 from reports.html import environment
@@ -162,6 +163,7 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
+            "minutes_apart": pair.minutes_apart,
             "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
         }
         for pair in data.pairs
@@ -188,7 +190,7 @@ def render_html(
 ) -> str:
     env = environment()
     env.filters.update(p_value=format_p, pct=format_pct)
-    env.globals.update(pct_change=_pct_change, METRICS=METRICS)
+    env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
     run_links = {
         v.label: (Path(v.run_dir) / "report.html").as_posix()
@@ -239,12 +241,15 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     runs = []
     for item in manifest.variants:
         run, stored = load_run(run_dir_of(compare_dir, item))
+        age = manifest.created_at - run.finished_at if item.reused and run.finished_at else None
         runs.append(
             VariantRun(
                 label=item.label,
                 run_dir=run_dir_of(compare_dir, item),
                 run=run,
                 results=frames.latest_per_case(stored),
+                reused=item.reused,
+                age_s=max(age, 0.0) if age is not None else None,
             )
         )
     data = compare_frames(runs, manifest.interleaved)
@@ -257,6 +262,8 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
         **manifest.model_dump(mode="json"),
         "rendered_at": time.time(),
         "verdict": text,
+        # seconds from each reused run's end to this compare's start (not a number of the runs themselves)
+        "reused_age_s": {v.label: v.reused_age_s for v in data.variants if v.reused},
         "numbers": numbers(data),
     }
     for entry, run in zip(document["numbers"]["variants"], runs, strict=True):

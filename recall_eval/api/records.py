@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -98,6 +99,18 @@ class CompareRecord:
     # how a CI job should end (exit code, and a line per unmet threshold or regression): --fail-under,
     # --fail-on-regression, and 3 when a variant got no answer from a live model
     verdict: Verdict = Verdict(EXIT_OK, ())
+
+    @property
+    def pairs(self) -> list[dict]:
+        """Each variant against the first as compare.json states it: overall paired test (flips,
+        exact McNemar p), per-case speed changes, interleaved, minutes apart."""
+        path = self.path / "compare.json"
+        return list(json.loads(path.read_text(encoding="utf-8")).get("numbers", {}).get("pairs", []))
+
+    @property
+    def verdict_text(self) -> str:
+        """The compare report's verdict paragraph."""
+        return str(json.loads((self.path / "compare.json").read_text(encoding="utf-8")).get("verdict", ""))
 
 
 class RunStopped(UserError):

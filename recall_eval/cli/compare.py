@@ -19,6 +19,19 @@ from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import UserError
+from recall_eval.formatting import format_p
+
+
+def paired_lines(pairs: list[dict]) -> list[str]:
+    """One line per variant against the first: the flips each way and the exact McNemar p-value."""
+    lines = []
+    for pair in pairs:
+        test = pair["overall"]
+        lines.append(
+            f"{pair['b']} vs {pair['a']}: {test['miss_to_pass']} flipped miss→pass, {test['pass_to_miss']} "
+            f"pass→miss of {test['paired']:,} paired cases, exact McNemar {format_p(test['p_value'])}"
+        )
+    return lines
 
 
 @app.command()
@@ -134,6 +147,8 @@ def compare(
             raise UserError(f"variant {stop.label!r}: {stop}; rerun the same compare to resume") from stop
         raise UserError(f"variant {stop.label!r}: {stop}", stop.exit_code) from stop
     console.print(f"compare directory: {record.path}", highlight=False)
+    for line in paired_lines(record.pairs):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     print(record.report)
     if open_report:
         open_in_browser(record.report)

@@ -102,6 +102,11 @@ def test_compare_running_servers_then_rerun_reuses(two_servers: list[str]) -> No
     assert ids[0] == ids[1] and len(ids[0]) == 2 * 2 * 2
     pair = compare["numbers"]["pairs"][0]["overall"]
     assert pair["paired"] + pair["excluded_infra"] == 8 and pair["unpaired"] == 0
+    # the console states the paired recall result: flips each way and the exact McNemar p-value
+    assert (
+        f"B vs A: {pair['miss_to_pass']} flipped miss→pass, {pair['pass_to_miss']} pass→miss of "
+        f"{pair['paired']} paired cases, exact McNemar p = "
+    ) in first.stderr
 
     before = snapshot(dirs)
     second = recall_eval("compare", "A", "B", "--base-url", url_a, "--base-url", url_b, *GRID)
@@ -113,6 +118,7 @@ def test_compare_running_servers_then_rerun_reuses(two_servers: list[str]) -> No
     again = json.loads((html.parent / "compare.json").read_text())
     assert again["rendered_at"] > compare["rendered_at"]
     assert [v["reused"] for v in again["variants"]] == [True, True]
+    assert set(again["reused_age_s"]) == {"A", "B"} and "run reused, finished" in again["verdict"]
     assert again["numbers"] == compare["numbers"]
     assert again["interleaved"] is True  # the same two runs this compare interleaved before
 
