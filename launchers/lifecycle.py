@@ -82,7 +82,6 @@ class LaunchedServer:
         base_url = self.endpoint_spec.url if self.endpoint_spec else (profile.base_url or "").rstrip("/")
         self.endpoint = Endpoint(base_url=base_url, model=self._expected_model() or "default")
         self.time_to_ready_s: float | None = None  # of the first start
-        self.last_ready_s: float | None = None  # of the latest start or relaunch
         self.server_info: dict[str, Any] = {}
         # a profile that starts its server with --api-key: the harness sends that key too
         self.api_key = profile_api_key(profile)
@@ -161,10 +160,6 @@ class LaunchedServer:
     # ---- internals ----------------------------------------------------------------------------
 
     @property
-    def log_paths(self) -> dict[str, Path]:
-        return {spec.name: self.log_dir / spec.log_name for spec in self.specs}
-
-    @property
     def pids(self) -> list[int]:
         with self._lock:
             return [process.pid for process in self._processes if process.pid is not None]
@@ -223,7 +218,6 @@ class LaunchedServer:
             self._stop_processes()
             raise
         seconds = time.monotonic() - started
-        self.last_ready_s = seconds
         self._after_ready()
         self.echo(f"ready in {seconds:.0f} s: {self.endpoint.base_url} (model {self.endpoint.model})")
         return seconds
@@ -264,7 +258,6 @@ class LaunchedServer:
                 f"external server {self.endpoint.base_url} not ready after {self.profile.ready_timeout_s:.0f} s; "
                 "check base_url and that the server is up"
             ) from None
-        self.last_ready_s = seconds
         self._after_ready()
         return seconds
 

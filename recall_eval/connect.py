@@ -3,7 +3,7 @@
 One variant may be served by several replicas (several --base-url); all are probed first and must
 serve the same model. Lengths are measured on the first replica (replicas serve the same model, so
 the same tokenizer); each replica gets its own ChatClient sharing the run's httpx client, which
-carries the auth headers (recall_eval.transport).
+carries the auth headers (recall_eval.transport; the key and headers come from recall_eval.auth_input).
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from typing import Any
 
 import httpx
 
-from recall_eval.client import ChatClient, RequestKnobs
+from recall_eval.chat_client import ChatClient, RequestKnobs
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica
 from recall_eval.server_probe import ServerFacts, probe_server
 from recall_eval.tokenization import TokenCounter, lengths_are_estimates, probe_tokenizer
-from recall_eval.transport import ServerAuth, Timeouts
+from recall_eval.transport import Timeouts
 from recall_eval.types import Endpoint, RunSpec
-
-# The answer budget of a thinking run when the user gives none: reasoning and answer share it, and a
-# DeepSeek-style model thinks for hundreds to a few thousand tokens before a one-line answer.
-THINKING_MAX_TOKENS = 4096
 
 
 def knobs_of(spec: RunSpec) -> RequestKnobs:
@@ -36,15 +32,8 @@ def knobs_of(spec: RunSpec) -> RequestKnobs:
     )
 
 
-def is_thinking_run(spec: RunSpec) -> bool:
-    """Does the spec ask for reasoning (an effort, or a thinking switch turned on)?"""
-    kwargs = spec.chat_template_kwargs or {}
-    switched_on = any(kwargs.get(name) is True for name in ("thinking", "enable_thinking"))
-    return bool(spec.reasoning_effort) or switched_on
-
-
 @dataclass
-class Connection:
+class ProbedTarget:
     """What run_sweep needs from the target(s) of one variant."""
 
     facts: ServerFacts  # of the first replica
@@ -79,7 +68,7 @@ async def connect(
     spec: RunSpec,
     model: str | None = None,
     timeouts: Timeouts | None = None,
-) -> Connection:
+) -> ProbedTarget:
     """Probe the replicas, choose how to count tokens, and build one client per replica."""
     facts = await probe_replicas(base_urls, http, model)
     first = facts[0]
@@ -105,24 +94,4 @@ async def connect(
         info["endpoints"] = list(base_urls)
         if contexts:
             info["max_model_len"] = min(contexts)  # the tightest replica decides what fits
-    return Connection(facts=first, tokenizer=tokenizer, replicas=replicas, server_info=info)
-
-
-def auth_of(api_key: str | None, headers: Sequence[str] = ()) -> ServerAuth:
-    """ServerAuth from the command line: --api-key (else the env vars) and 'Name: value' headers."""
-    from recall_eval.transport import has_line_break, parse_header
-
-    parsed: dict[str, str] = {}
-    for text in headers:
-        try:
-            name, value = parse_header(text)
-        except ValueError as err:
-            raise BadInput(str(err)) from None
-        parsed[name] = value
-    auth = ServerAuth.resolve(api_key, parsed)
-    if auth.api_key and has_line_break(auth.api_key):
-        raise BadInput(
-            "the API key holds a line break or NUL (read from a file with its newline?); "
-            "pass it on one line with --api-key or $RECALL_EVAL_API_KEY"
-        )
-    return auth
+    return ProbedTarget(facts=first, tokenizer=tokenizer, replicas=replicas, server_info=info)

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
 
+from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
 from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RUN_FILE, RunStore
 from recall_eval.target_facts import UNKNOWN, target_facts
 from recall_eval.types import RECALL_OUTCOMES, Result, Run
 
-COMPARE_FILE = "compare.json"  # a compare directory names its runs here (reports/compare_report.py)
 ExportFormat = Literal["csv", "parquet", "jsonl"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "parquet", "jsonl")
 
@@ -241,9 +241,7 @@ def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         if (path / RUN_FILE).is_file():
             named = [path]
         elif (path / COMPARE_FILE).is_file():
-            manifest = json.loads((path / COMPARE_FILE).read_text(encoding="utf-8"))
-            named = [Path(v["run_dir"]) for v in manifest.get("variants", [])]
-            named = [run_dir if run_dir.is_absolute() else path / run_dir for run_dir in named]
+            named = [run_dir_of(path, variant) for variant in read_manifest(path).variants]
         else:
             raise BadInput(
                 f"{path} is neither a run directory (no {RUN_FILE}) nor a compare directory "

@@ -1,4 +1,4 @@
-"""Which IndexerLayout a server's meta_info.indexer_topk has (see recall_eval/coverage.py for the facts).
+"""Which IndexerLayout a server's meta_info.indexer_topk has (see recall_eval/indexer_coverage.py for the facts).
 
 Resolved once per run, from what the server says about itself plus one probe request:
 
@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from recall_eval.coverage import IndexerLayout
 from recall_eval.errors import UserError
+from recall_eval.indexer_coverage import IndexerLayout
 
 Family = Literal["reference", "dsa", "v4"]
 

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from recall_eval.calibration import tolerance
-from recall_eval.client import ChatClient, RequestFailed
+from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
-from recall_eval.indexer_client import IndexerCapture
+from recall_eval.indexer_capture import IndexerCapture
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import PromptText, score_completion
 from recall_eval.store import RunStore

@@ -31,7 +31,7 @@ string or an appearance of an expected value or distractor. Code-shaped strings 
 itself contains (a key name) are not values of the answer.
 
 Infrastructure outcomes (too_long, oom, crash, timeout, error) are never produced here from an
-answer; they come from the runner and are never counted toward recall (see is_recall_outcome).
+answer; they come from the runner and are never counted toward recall (recall_eval.types.RECALL_OUTCOMES; the frame's `counted` column).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from recall_eval.types import RECALL_OUTCOMES, Case, Completion, Outcome
+from recall_eval.types import Case, Completion, Outcome
 
 CODE_MIN_LEN = 5
 HEDGE_LIMIT = 2
@@ -265,8 +265,3 @@ def score_completion(
         return Scored(outcome, why, outcome, why)
     strict_why = strict_check(completion.text, expected, distractors, prompt)
     return Scored(outcome, why, "miss" if strict_why else "pass", strict_why)
-
-
-def is_recall_outcome(outcome: Outcome) -> bool:
-    """True for answers from a live model (pass/miss/empty/truncated): the ones recall is computed over."""
-    return outcome in RECALL_OUTCOMES

@@ -1,13 +1,15 @@
 """The statistics of recall-eval, each defined once: recall with its Wilson interval, effective length,
 exact paired tests and percentiles (scipy and numpy do the arithmetic).
 
-Reports, the compare verdict, the console summary and `export` all take their figures from here, applied
+Reports, the compare conclusion, the CI gates (--fail-under, --fail-on-regression), the console summary
+and `export` all take their figures from here, applied
 to the one-row-per-case table of recall_eval.frame (columns `counted`, `passed`, `target_tokens`, ...).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,7 @@ from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
 CONFIDENCE = 0.95  # every interval in the reports is a 95% interval
 EFFECTIVE_RECALL = 0.9  # a length "holds" at this recall or above (effective length)
 BOOTSTRAP_RESAMPLES = 2000
+SIGNIFICANCE = 0.05  # a paired test's alpha: the compare report's wording and --fail-on-regression
 BOOTSTRAP_SEED = 0  # fixed: a report re-rendered from the same results shows the same interval
 
 
@@ -108,6 +111,53 @@ def mcnemar_exact(b: int, c: int) -> float:
 def sign_test(better: int, worse: int) -> float:
     """Two-sided exact sign test (ties left out): the same binomial test as McNemar's."""
     return mcnemar_exact(better, worse)
+
+
+def matched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Cases present in both frames, joined on case id (columns suffixed _a and _b)."""
+    return a.merge(b, on="case_id", suffixes=("_a", "_b"), how="inner")
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Exact McNemar on identical cases (same case id) of a baseline A and a variant B."""
+
+    both_pass: int
+    both_fail: int
+    lost: int  # pass under A, not under B (pass -> miss)
+    gained: int  # not under A, pass under B (miss -> pass)
+    # pairs where either side is an infrastructure outcome (or only one side not applicable): not in the test
+    excluded_infra: int
+    unpaired: int  # cases stored under only one of the two runs
+    p_value: float
+
+    @property
+    def paired(self) -> int:
+        return self.both_pass + self.both_fail + self.lost + self.gained
+
+
+def paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> PairedTest:
+    """The exact McNemar test of two results frames on their shared case ids (see PairedTest)."""
+    both = matched(a_frame, b_frame)
+    # a cell neither side could build: nothing to compare, nothing to flag
+    both = both[
+        ~(both["outcome_a"].isin(NOT_APPLICABLE_OUTCOMES) & both["outcome_b"].isin(NOT_APPLICABLE_OUTCOMES))
+    ]
+    live = both[both["counted_a"] & both["counted_b"]]
+    table = pd.crosstab(live["passed_a"], live["passed_b"]).reindex(
+        index=[True, False], columns=[True, False], fill_value=0
+    )
+    lost, gained = int(table.at[True, False]), int(table.at[False, True])
+    unpaired = len(set(a_frame["case_id"]) ^ set(b_frame["case_id"]))
+    return PairedTest(
+        both_pass=int(table.at[True, True]),
+        both_fail=int(table.at[False, False]),
+        lost=lost,
+        gained=gained,
+        excluded_infra=len(both) - len(live),
+        unpaired=unpaired,
+        p_value=mcnemar_exact(lost, gained),
+    )
 
 
 def percentile(values: Sequence[float] | pd.Series, q: float) -> float | None:

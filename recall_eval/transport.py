@@ -6,7 +6,7 @@
 - Timeouts are four: connecting, the first token (prefill of a long prompt can take minutes), the
   gap between two chunks of a stream (a stalled stream is cut long before the total), and the total.
   httpx's own read timeout is off: a server may hold the response headers until its first token, so
-  the stream reader applies the first-token and idle limits itself (recall_eval.client).
+  the stream reader applies the first-token and idle limits itself (recall_eval.chat_client).
 - with_retries() is the one retry loop: transient answers (429, 502, 503, 504) and failed or dropped
   connections are retried with exponential backoff, honouring Retry-After, a bounded number of times.
   httpx's transport retries cover connect errors only, so this sits above it.
@@ -147,11 +147,6 @@ class RetryPolicy:
     attempts: int = 4  # first try included
     backoff_s: float = 0.5  # doubled after each failure
     max_wait_s: float = 30.0  # a Retry-After longer than this is cut to it
-
-
-def make_sync_client(auth: ServerAuth | None = None, timeout_s: float = 10.0) -> httpx.Client:
-    """The blocking twin for launchers (readiness polling, /server_info after launch)."""
-    return httpx.Client(headers=(auth or ServerAuth()).http_headers(), timeout=timeout_s, trust_env=False)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

@@ -245,7 +245,7 @@ class RunSpec(_Frozen):
     request_timeout_s: float = 600.0
     variant: str = "default"
     capture_indexer: bool = False
-    # request knobs for thinking models and servers with their own options (recall_eval.client.RequestKnobs)
+    # request knobs for thinking models and servers with their own options (recall_eval.chat_client.RequestKnobs)
     reasoning_effort: str | None = None  # sent as reasoning_effort ("low", "medium", "high")
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"thinking": true}
     extra_body: dict[str, Any] | None = None  # merged into every chat request body last

@@ -12,8 +12,8 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from reports.aggregates import CellFrame, SuiteGrid
 from reports.compare_frames import DiffGrid, VariantFrame
-from reports.frames import CellFrame, SuiteGrid
 from reports.heatmap import (
     EMPTY_FACE,
     INFRA_FACE,

@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 from recall_eval.frame import frame_of
-from recall_eval.stats import mcnemar_exact, median_change_ci, percentile, sign_test
+from recall_eval.stats import PairedTest, matched, median_change_ci, paired_test, percentile, sign_test
 from recall_eval.target_facts import find_key, target_facts
-from recall_eval.types import NOT_APPLICABLE_OUTCOMES, Result, Run
-from reports import frames
+from recall_eval.types import Result, Run
+from reports import aggregates
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class VariantRun:
     label: str
     run_dir: Path
     run: Run
-    results: list[Result]  # one per case id (frames.latest_per_case)
+    results: list[Result]  # one per case id (aggregates.latest_per_case)
     reused: bool = False  # an earlier finished run was reused by this compare
     age_s: float | None = None  # reused: seconds from the run's end to the compare's start
 
@@ -79,11 +79,6 @@ class SpeedChange:
     # exact sign test: only when the two runs were interleaved on live servers at the same time;
     # for sequential runs the cases are not exchangeable (machine drift), so no p-value is given
     p_value: float | None
-
-
-def matched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Cases present in both frames, joined on case id (columns suffixed _a and _b)."""
-    return a.merge(b, on="case_id", suffixes=("_a", "_b"), how="inner")
 
 
 def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[str, SpeedChange]:
@@ -139,10 +134,10 @@ class VariantFrame:
     run_dir: Path
     status: str
     profile_summary: str
-    summary: frames.Summary  # overall recall with Wilson interval, effective length, outcome counts
-    suite_summaries: dict[str, frames.Summary]
-    grids: dict[str, frames.SuiteGrid]  # per suite, over the compare's common lengths and depths
-    lengths: dict[int, frames.LengthFrame]  # per length: recall with interval, throughput (all suites)
+    summary: aggregates.Summary  # overall recall with Wilson interval, effective length, outcome counts
+    suite_summaries: dict[str, aggregates.Summary]
+    grids: dict[str, aggregates.SuiteGrid]  # per suite, over the compare's common lengths and depths
+    lengths: dict[int, aggregates.LengthFrame]  # per length: recall with interval, throughput (all suites)
     throughput: Throughput  # medians over every answered request
     memory: MemoryPlan
     interleaved: bool = False  # run.json: its requests were interleaved with another variant's
@@ -181,58 +176,16 @@ def variant_frame(
         run_dir=variant.run_dir,
         status=variant.run.status,
         profile_summary=_profile_summary(variant.run),
-        summary=frames.summarize(frame, planned=suites),
-        suite_summaries={suite: frames.summarize(frame[frame["suite"] == suite]) for suite in suites},
-        grids={suite: frames.suite_grid(frame, suite, lengths, depths) for suite in suites},
-        lengths={row.target_tokens: row for row in frames.length_frames(frame)},
+        summary=aggregates.summarize(frame, planned=suites),
+        suite_summaries={suite: aggregates.summarize(frame[frame["suite"] == suite]) for suite in suites},
+        grids={suite: aggregates.suite_grid(frame, suite, lengths, depths) for suite in suites},
+        lengths={row.target_tokens: row for row in aggregates.length_frames(frame)},
         throughput=throughput_of(frame),
         memory=memory_plan_of(variant.run),
         interleaved=variant.run.interleaved,
         reused=variant.reused,
         reused_age_s=variant.age_s,
         started_median=percentile(frame["started_at"][frame["ttft_s"].notna()], 50),
-    )
-
-
-@dataclass(frozen=True)
-class PairedTest:
-    """Exact McNemar on identical cases (same case id) of a baseline A and a variant B."""
-
-    both_pass: int
-    both_fail: int
-    lost: int  # pass under A, not under B (pass -> miss)
-    gained: int  # not under A, pass under B (miss -> pass)
-    # pairs where either side is an infrastructure outcome (or only one side not applicable): not in the test
-    excluded_infra: int
-    unpaired: int  # cases stored under only one of the two runs
-    p_value: float
-
-    @property
-    def paired(self) -> int:
-        return self.both_pass + self.both_fail + self.lost + self.gained
-
-
-def paired_test(a: frames.ResultsLike, b: frames.ResultsLike) -> PairedTest:
-    a_frame, b_frame = frames.as_frame(a), frames.as_frame(b)
-    both = matched(a_frame, b_frame)
-    # a cell neither side could build: nothing to compare, nothing to flag
-    both = both[
-        ~(both["outcome_a"].isin(NOT_APPLICABLE_OUTCOMES) & both["outcome_b"].isin(NOT_APPLICABLE_OUTCOMES))
-    ]
-    live = both[both["counted_a"] & both["counted_b"]]
-    table = pd.crosstab(live["passed_a"], live["passed_b"]).reindex(
-        index=[True, False], columns=[True, False], fill_value=0
-    )
-    lost, gained = int(table.at[True, False]), int(table.at[False, True])
-    unpaired = len(set(a_frame["case_id"]) ^ set(b_frame["case_id"]))
-    return PairedTest(
-        both_pass=int(table.at[True, True]),
-        both_fail=int(table.at[False, False]),
-        lost=lost,
-        gained=gained,
-        excluded_infra=len(both) - len(live),
-        unpaired=unpaired,
-        p_value=mcnemar_exact(lost, gained),
     )
 
 
@@ -252,7 +205,7 @@ class DiffGrid:
     values: tuple[tuple[float | None, ...], ...]  # values[depth index][length index]
 
 
-def diff_grid(a: frames.SuiteGrid, b: frames.SuiteGrid) -> DiffGrid:
+def diff_grid(a: aggregates.SuiteGrid, b: aggregates.SuiteGrid) -> DiffGrid:
     if (a.lengths, a.depths) != (b.lengths, b.depths):
         raise ValueError(f"suite {a.suite}: the two grids differ in lengths or depths")
     rows = []
@@ -337,7 +290,7 @@ def compare_frames(runs: list[VariantRun], interleaved: bool = False) -> Compare
     if len(runs) < 2:
         raise ValueError("a compare needs at least two runs")
     every = pd.concat([run.frame for run in runs], ignore_index=True)
-    suites = list(frames.suites_in(every, runs[0].run.spec.suites))
+    suites = list(aggregates.suites_in(every, runs[0].run.spec.suites))
     lengths = sorted(set(runs[0].run.spec.lengths) | {int(n) for n in every["target_tokens"]})
     depths = sorted(set(runs[0].run.spec.depths) | {float(d) for d in every["depth_percent"]})
     variants = [variant_frame(run, suites, lengths, depths) for run in runs]

@@ -1,5 +1,5 @@
-"""The compare report: a compare directory's compare.json (which runs, under which labels, plus the
-computed numbers) and compare.html (self-contained: images inline), rendered from run directories only.
+"""The compare report: the numbers stored in compare.json (beside the manifest, whose format is
+recall_eval.compare_store's) and compare.html (self-contained: images inline), from run directories only.
 
     runs/compare-<id>/compare.json          manifest + numbers (machine-readable)
     runs/compare-<id>/compare.html          the report
@@ -9,53 +9,30 @@ computed numbers) and compare.html (self-contained: images inline), rendered fro
 from __future__ import annotations
 
 import base64
-import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from recall_eval.errors import UserError
+from recall_eval.compare_store import (
+    COMPARE_HTML,
+    CompareManifest,
+    read_manifest,
+    run_dir_of,
+    write_atomically,
+    write_compare_file,
+)
 from recall_eval.formatting import format_p
+from recall_eval.stats import PairedTest
 from recall_eval.store import load_run
-from reports import frames
+from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_frames import METRICS, CompareFrames, PairedTest, VariantRun, compare_frames
-from reports.compare_verdict import format_pct, reused_age, verdict
-from reports.coverage import CoverageView, coverage_numbers, coverage_view
+from reports.compare_conclusion import conclusion, format_pct, reused_age
+from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
+from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
 from reports.html import environment
-
-COMPARE_FILE = "compare.json"
-COMPARE_HTML = "compare.html"
-COMPARE_FORMAT = 1
-
-
-class CompareVariant(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    label: str  # the variant as the user wrote it
-    run_dir: str  # the run directory, relative to the compare directory where possible
-    reused: bool = False  # an earlier finished run with the identical spec was reused
-
-
-class CompareManifest(BaseModel):
-    """What a compare is: its variants' runs, in order (the first is the baseline)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")  # compare.json also holds the numbers
-
-    format_version: int = COMPARE_FORMAT
-    compare_id: str
-    created_at: float
-    command: str | None = None  # the command line that made it, for the report header
-    variants: tuple[CompareVariant, ...]
-    # True when the variants' requests were interleaved on live servers at the same time; False (the
-    # default) for runs made one after another, whose speeds are not tested as paired samples
-    interleaved: bool = False
 
 
 def _png_uri(png: bytes) -> str:
@@ -215,25 +192,6 @@ def coverage_panels(runs: list[VariantRun]) -> list[tuple[str, CoverageView | No
     return views if any(view is not None for _, view in views) else []
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:
-    path = Path(variant.run_dir)
-    return path if path.is_absolute() else compare_dir / path
-
-
-def relative_run_dir(compare_dir: Path, run_dir: Path) -> str:
-    """run_dir as compare.json stores it: relative to the compare dir (both usually sit in runs/)."""
-    try:
-        return os.path.relpath(Path(run_dir).resolve(), Path(compare_dir).resolve())
-    except ValueError:  # another drive on Windows
-        return str(Path(run_dir).resolve())
-
-
 def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     """Load the manifest's runs, compute the numbers, write compare.json and compare.html; returns the html."""
     compare_dir = Path(compare_dir)
@@ -247,45 +205,34 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
                 label=item.label,
                 run_dir=run_dir_of(compare_dir, item),
                 run=run,
-                results=frames.latest_per_case(stored),
+                results=aggregates.latest_per_case(stored),
                 reused=item.reused,
                 age_s=max(age, 0.0) if age is not None else None,
             )
         )
     data = compare_frames(runs, manifest.interleaved)
-    text = verdict(data)
+    text = conclusion(data)
     panels = suite_panels(data)
     for panel in panels:
         for image in panel.diffs:
-            _write_atomically(compare_dir / image.file_name, image.png)
-    document = {
-        **manifest.model_dump(mode="json"),
-        "rendered_at": time.time(),
-        "verdict": text,
-        # seconds from each reused run's end to this compare's start (not a number of the runs themselves)
-        "reused_age_s": {v.label: v.reused_age_s for v in data.variants if v.reused},
-        "numbers": numbers(data),
-    }
-    for entry, run in zip(document["numbers"]["variants"], runs, strict=True):
+            write_atomically(compare_dir / image.file_name, image.png)
+    computed = numbers(data)
+    for entry, run in zip(computed["variants"], runs, strict=True):
         entry["indexer_coverage"] = coverage_numbers(run.results)  # None for runs without --capture-indexer
-    _write_atomically(compare_dir / COMPARE_FILE, json.dumps(document, indent=2).encode("utf-8"))
+    write_compare_file(
+        compare_dir,
+        manifest,
+        {
+            "rendered_at": time.time(),
+            "verdict": text,
+            # seconds from each reused run's end to this compare's start (not a number of the runs)
+            "reused_age_s": {v.label: v.reused_age_s for v in data.variants if v.reused},
+            "numbers": computed,
+        },
+    )
     html = compare_dir / COMPARE_HTML
-    _write_atomically(html, render_html(manifest, data, panels, text, coverage_panels(runs)).encode("utf-8"))
+    write_atomically(html, render_html(manifest, data, panels, text, coverage_panels(runs)).encode("utf-8"))
     return html
-
-
-def read_manifest(compare_dir: Path) -> CompareManifest:
-    path = Path(compare_dir) / COMPARE_FILE
-    if not path.is_file():
-        raise UserError(
-            f"{compare_dir} is not a compare directory (no {COMPARE_FILE}); run `recall-eval compare`"
-        )
-    try:
-        return CompareManifest.model_validate_json(path.read_bytes())
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path} is not a valid compare file ({where}: {first['msg']})") from err
 
 
 def render_compare(compare_dir: Path) -> Path:

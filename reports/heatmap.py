@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Polygon, Rectangle
 
 from recall_eval.types import Outcome
-from reports.frames import CellFrame, SuiteGrid
+from reports.aggregates import CellFrame, SuiteGrid
 from reports.labels import OUTCOME_LABELS, tokens
 
 PALETTE = ("#F0496E", "#EBB839", "#0CD79F")  # recall 0 -> 0.5 -> 1

@@ -19,8 +19,8 @@ from recall_eval.frame import frame_of
 from recall_eval.store import load_run
 from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
-from reports import frames
-from reports.coverage import coverage_view
+from reports import aggregates
+from reports.coverage_charts import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
 from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
 
@@ -34,8 +34,8 @@ class SuiteView:
     """One suite's section: its grid, headline numbers and heatmap image."""
 
     name: str
-    grid: frames.SuiteGrid
-    summary: frames.Summary
+    grid: aggregates.SuiteGrid
+    summary: aggregates.Summary
     png_name: str
     png: bytes
 
@@ -151,13 +151,13 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
 
 def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
-    for suite in frames.suites_in(frame, run.spec.suites):
-        grid = frames.suite_grid(frame, suite, run.spec.lengths, run.spec.depths)
+    for suite in aggregates.suites_in(frame, run.spec.suites):
+        grid = aggregates.suite_grid(frame, suite, run.spec.lengths, run.spec.depths)
         views.append(
             SuiteView(
                 name=suite,
                 grid=grid,
-                summary=frames.summarize(frame[frame["suite"] == suite]),
+                summary=aggregates.summarize(frame[frame["suite"] == suite]),
                 png_name=_png_name(suite),
                 png=heatmap_png(grid, f"{suite}: recall by depth and length"),
             )
@@ -174,12 +174,14 @@ def render_html(
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
-        summary=frames.summarize(frame, planned=run.spec.suites),
+        summary=aggregates.summarize(frame, planned=run.spec.suites),
         suites=suites,
-        lengths=frames.length_frames(frame),
-        failures=frames.failures(frame),
-        off_target=frames.off_target(frame),
-        tokenizer_text=", ".join(f"{name} ({n} cases)" for name, n in frames.tokenizers_used(frame).items())
+        lengths=aggregates.length_frames(frame),
+        failures=aggregates.failures(frame),
+        off_target=aggregates.off_target(frame),
+        tokenizer_text=", ".join(
+            f"{name} ({n} cases)" for name, n in aggregates.tokenizers_used(frame).items()
+        )
         or "–",
         metadata=metadata_rows(run),
         facts=target_facts(run),
@@ -200,7 +202,7 @@ def render_report(run_dir: Path) -> Path:
     """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path."""
     run_dir = Path(run_dir)
     run, stored = load_run(run_dir)
-    results = frames.latest_per_case(stored)
+    results = aggregates.latest_per_case(stored)
     frame = frame_of([(run, results)])
     suites = suite_views(run, frame)
     for view in suites:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ["tests/recall_eval/test_coverage_capture.py", "tests/recall_eval/test_coverage_sglang.py"]
+FILES = ["tests/recall_eval/test_indexer_capture.py", "tests/recall_eval/test_coverage_sglang.py"]
 
 
 def test_sglang_marked_tests_skip_where_sglang_is_absent(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,8 +69,6 @@ class ReferenceEngine:
         self.n_indexer_layers = cfg.n_dsa_layers
         self.eos_token_id = self.tokenizer.eos_token_id
         self.runner = Runner(self.model, self.pool)
-        meta = weights / "training.json"
-        self.training_info = json.loads(meta.read_text()) if meta.exists() else {}
 
     def available_tokens(self) -> int:
         """KV slots not held by any request (whole pages of free slots)."""

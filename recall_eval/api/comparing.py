@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recall_eval.api.execute import reuse_key_of, run_versions
 from recall_eval.api.gating import compare_gate, gate_compare
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
@@ -41,11 +40,20 @@ from recall_eval.api.sweeping import (
     request_auth,
     with_capture,
 )
-from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
+from recall_eval.api.versions import reuse_key_of, run_versions
+from recall_eval.compare_store import (
+    COMPARE_FILE,
+    CompareManifest,
+    CompareVariant,
+    read_manifest,
+    relative_run_dir,
+    run_dir_of,
+)
 from recall_eval.errors import BadInput, UserError
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
+from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, Run, RunSpec
 from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
 
@@ -272,15 +280,7 @@ def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | Non
 
 def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
     """Write runs/compare-<id>/compare.json and render compare.html; returns the html's path."""
-    from reports.compare_report import (
-        COMPARE_FILE,
-        CompareManifest,
-        CompareVariant,
-        read_manifest,
-        relative_run_dir,
-        run_dir_of,
-        write_compare,
-    )
+    from reports.compare_report import write_compare
 
     compare_dir = runs_home() / f"compare-{compare_id(planned)}"
     created_at = time.time()
@@ -324,7 +324,7 @@ def compare(
     in `sweep` (a CompareOptions, flat keywords, or both). `command` is recorded in compare.json
     (default: the equivalent `recall-eval compare` line). Raises like `sweep`; RunStopped and
     RunInterrupted carry the variant's label. A bad `fail_under` raises BadInput before anything starts;
-    the record's `verdict` says how a CI job should end (recall_eval.verdict's exit codes).
+    the record's `verdict` says how a CI job should end (recall_eval.exit_codes's exit codes).
     """
     options = updated(options or CompareOptions(), **fields)
     hooks = hooks or Hooks()

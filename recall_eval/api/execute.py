@@ -1,17 +1,15 @@
 """Running one stored run: reach (or launch) the target, probe it, calibrate the pending cases, run
-them, and keep run.json current however the run ends."""
+them, and keep run.json current however the run ends. Where the target is lives in api.targets, how a
+run's end is recorded in api.run_status, what a run records as its versions in api.versions."""
 
 from __future__ import annotations
 
 import dataclasses
-import platform
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -19,110 +17,21 @@ import suites
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
-from recall_eval.api.records import RunInterrupted, RunStopped
+from recall_eval.api.run_status import finish_run, raise_recorded
+from recall_eval.api.targets import Target, open_target, request_auth, target_urls
+from recall_eval.api.versions import versions
 from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, Calibrator, recipe_id
-from recall_eval.client import ChatClient
-from recall_eval.connect import auth_of, connect, probe_replicas
-from recall_eval.errors import BadInput, UserError
-from recall_eval.indexer_client import IndexerCapture, open_capture
+from recall_eval.chat_client import ChatClient
+from recall_eval.connect import connect
+from recall_eval.errors import UserError
+from recall_eval.http_client import make_http_client
+from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
-from recall_eval.reuse import key_mismatch
-from recall_eval.run_client import make_http_client
-from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
+from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
 from recall_eval.store import RunStore
 from recall_eval.tokenization import SERVER_TOKENIZER_NAME
 from recall_eval.transport import ServerAuth
-from recall_eval.types import Case, CaseRecipe, Profile, RunSpec, RunStatus, ServerHandle
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("recall-eval")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-# what a run records about the machine that measured it, but that a reused run need not share
-NOT_IN_REUSE_KEY = ("python", "event_loop")
-
-
-def versions(server_version: str | None = None) -> dict[str, str]:
-    found = {
-        "recall-eval": package_version(),
-        "python": platform.python_version(),
-        "event_loop": event_loop.loop_name(),  # the client-side timings were taken on it
-    }
-    if server_version:
-        found["server"] = server_version
-    return found
-
-
-def run_versions(spec: RunSpec) -> dict[str, str]:
-    """What a new run records in run.json's versions: the package, Python, and the reuse key of its grid
-    (suite versions and the rendered prompts' digest; see recall_eval.reuse)."""
-    key = suites.reuse_key(package_version(), spec.suites, spec.lengths, spec.depths, spec.trials, spec.seed)
-    return {**versions(), **key}
-
-
-def reuse_key_of(spec: RunSpec) -> dict[str, str]:
-    """The entries of run_versions that a reused run must share (not Python's version, nor the loop)."""
-    return {name: value for name, value in run_versions(spec).items() if name not in NOT_IN_REUSE_KEY}
-
-
-def changed_prompts(store: RunStore) -> str | None:
-    """Why a stored run's cases would not be the ones the suites render now (None: they are). Only the
-    suite versions and the prompts' digest count here (a package upgrade alone may finish a run); a run
-    that predates the digest cannot be checked."""
-    stored = store.run.versions
-    if "prompts" not in stored:
-        return None
-    key = {name: value for name, value in reuse_key_of(store.run.spec).items() if name != "recall-eval"}
-    return key_mismatch(stored, key)
-
-
-def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
-    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
-
-
-@dataclass
-class Target:
-    """Where requests go: a launched server (with a handle) or an external one."""
-
-    base_url: str
-    model: str | None
-    handle: ServerHandle | None = None
-    time_to_ready_s: float | None = None
-    server_info: dict[str, Any] = field(default_factory=dict)
-
-
-@contextmanager
-def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
-    """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
-    if profile.engine == "external":
-        assert profile.base_url is not None
-        yield Target(base_url=profile.base_url, model=profile.served_model_name)
-        return
-    from launchers.lifecycle import launch, sigterm_raises_exit
-
-    with sigterm_raises_exit():
-        with hooks.launching(profile):
-            # the runner owns the relaunch retries; one attempt per relaunch here
-            server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
-        with server:  # the launcher has said, through hooks.server_output, that it is ready
-            yield Target(
-                base_url=server.endpoint.base_url,
-                model=server.endpoint.model,
-                handle=server,
-                time_to_ready_s=server.time_to_ready_s,
-                server_info=dict(server.server_info or {}),
-            )
-
-
-def request_auth(request: RequestOptions | None) -> ServerAuth:
-    """The key (--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY) and headers of the request
-    options: used on every request, never stored."""
-    request = request or RequestOptions()
-    return auth_of(request.api_key, list(request.headers or ()))
+from recall_eval.types import Case, CaseRecipe, Profile, RunSpec
 
 
 def run_recorded(
@@ -152,62 +61,12 @@ def run_recorded(
     finish_run(store, "finished")
 
 
-def recorded_stop(store: RunStore, err: BaseException) -> BaseException:
-    """Record in run.json how the run ended after `err`; returns what to raise: RunInterrupted after
-    Ctrl-C, RunStopped for a stopped sweep or a UserError (secrets masked), else `err` itself."""
-    label = store.run.spec.variant
-    if isinstance(err, KeyboardInterrupt):
-        finish_run(store, "interrupted", "stopped by Ctrl-C")
-        return RunInterrupted(store.path, label)
-    if isinstance(err, SweepStopped):
-        finish_run(store, "failed", str(err))
-        return RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True)
-    if isinstance(err, UserError):
-        finish_run(store, "failed", str(err))
-        masked = store.redactor.text(str(err))
-        if masked != str(err):
-            err = BadInput(masked) if isinstance(err, BadInput) else UserError(masked, err.exit_code)
-        return RunStopped(err, store.path, label, gave_up=False)
-    finish_run(store, "failed", f"{type(err).__name__}: {err}")
-    return err
-
-
-def raise_recorded(store: RunStore, err: BaseException) -> NoReturn:
-    stop = recorded_stop(store, err)
-    if stop is err:
-        raise err
-    raise stop from (None if isinstance(err, KeyboardInterrupt) else err)
-
-
 def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
     return [
         recipe
         for suite in spec.suites
         for recipe in suites.build_recipes(suite, spec.lengths, spec.depths, spec.trials, spec.seed)
     ]
-
-
-def http_client(auth: ServerAuth | None = None) -> httpx.AsyncClient:
-    """The run's HTTP client (recall_eval.transport): auth headers on every request, connect timeout;
-    the stream reader and the retry helper own the other limits."""
-    return make_http_client(auth)
-
-
-def target_urls(profile: Profile, base_url: str) -> list[str]:
-    """Every endpoint serving the variant: the target's URL, then an external profile's replicas."""
-    return [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
-
-
-def check_reachable(profile: Profile, request: RequestOptions | None = None) -> None:
-    """Fail before running anything when an external server (any replica) cannot be reached, lacks
-    the model, or refuses the key."""
-
-    async def probe() -> None:
-        async with http_client(request_auth(request)) as http:
-            urls = target_urls(profile, profile.base_url or "")
-            await probe_replicas(urls, http, profile.served_model_name)
-
-    event_loop.run(probe())
 
 
 async def run_sweep(
@@ -220,7 +79,7 @@ async def run_sweep(
     """Probe every replica, calibrate the cases not yet final, and run them; results land in the
     store as they finish. retry: outcomes whose stored cases are not final (they run again; their
     earlier lines stay)."""
-    async with http_client(auth) as http, prepared_sweep(store, target, hooks, http, retry) as sweep:
+    async with make_http_client(auth) as http, prepared_sweep(store, target, hooks, http, retry) as sweep:
         sweep.progress.start_run()
         await sweep.runner.run(sweep.cases)
 

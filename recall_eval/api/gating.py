@@ -1,9 +1,9 @@
 """The CI gate of a compare: --fail-under on every variant and --fail-on-regression against the first.
 
-The regression test is the compare report's own: its exact McNemar test on paired cases
-(reports.compare_frames.paired_test, per suite as the report's table shows it) at the report's alpha
-(reports.compare_verdict.SIGNIFICANCE), so the gate fails exactly where the report says "loses recall".
-The wording and exit codes live in recall_eval.verdict.
+The regression test is the compare report's own: the exact McNemar test on paired cases
+(recall_eval.stats.paired_test, per suite as the report's table shows it) at the one alpha
+(recall_eval.stats.SIGNIFICANCE), so the gate fails exactly where the report says "loses recall".
+The wording and exit codes live in recall_eval.exit_codes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from recall_eval.api.records import RunRecord
+from recall_eval.exit_codes import RecallGate, Regression, Verdict, compare_verdict, parse_fail_under
 from recall_eval.stats import recall_table
-from recall_eval.verdict import RecallGate, Regression, Verdict, compare_verdict, parse_fail_under
 
 OVERALL = "overall"
 
@@ -33,8 +33,8 @@ def _recall(frame: pd.DataFrame) -> float:
 def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regression]:
     """Each later variant against the first: per suite (and overall, when there are several suites),
     where the paired test says it loses recall (p below the report's alpha, more pass->miss flips)."""
+    from reports.compare_conclusion import SIGNIFICANCE
     from reports.compare_frames import paired_test
-    from reports.compare_verdict import SIGNIFICANCE
 
     baseline = runs[0].frame
     suites = list(runs[0].run.spec.suites)

@@ -14,23 +14,15 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack, ExitStack
 
 from recall_eval import event_loop
-from recall_eval.api.execute import (
-    PreparedSweep,
-    Target,
-    build_recipes,
-    finish_run,
-    http_client,
-    open_target,
-    prepared_sweep,
-    raise_recorded,
-    recorded_stop,
-    request_auth,
-)
+from recall_eval.api.execute import PreparedSweep, build_recipes, prepared_sweep
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunRecord
+from recall_eval.api.run_status import finish_run, raise_recorded, recorded_stop
 from recall_eval.api.sweeping import finished_record
+from recall_eval.api.targets import Target, open_target, request_auth
 from recall_eval.calibration import recipe_id
+from recall_eval.http_client import make_http_client
 from recall_eval.redact import Redactor
 from recall_eval.runner import first_leaf
 from recall_eval.store import RunStore
@@ -102,7 +94,7 @@ async def _run_sweeps_interleaved(
         sweeps = []
         for lane, (store, target) in enumerate(zip(stores, targets, strict=True)):
             try:
-                http = await stack.enter_async_context(http_client(auth))
+                http = await stack.enter_async_context(make_http_client(auth))
                 sweep = prepared_sweep(store, target, hooks, http, interleaved=True)
                 sweeps.append(await stack.enter_async_context(sweep))
             except Exception as err:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from recall_eval.exit_codes import RecallGate
 from recall_eval.types import RunSpec
-from recall_eval.verdict import RecallGate
 
 _Options = TypeVar("_Options")
 
@@ -79,7 +79,7 @@ class RequestOptions:
     """How requests are sent; a resumed run may change these without changing its cases.
 
     concurrency and request_timeout_s are stored in the RunSpec. A field that must not be stored (a
-    credential, a header) travels only in this object, to api.execute.http_client.
+    credential, a header) travels only in this object, to recall_eval.http_client.make_http_client.
     """
 
     concurrency: int | None = option("--concurrency", "requests in flight at once, per endpoint")
@@ -196,7 +196,7 @@ class CompareOptions:
     rerun: bool = False  # run every variant again instead of reusing finished runs
     capture_indexer: bool = False
     # the CI gate (CompareRecord.verdict): every variant's recall at least this, overall ("0.95"), per
-    # suite ("needle=0.98,config=0.8") or both (recall_eval.verdict.parse_fail_under)
+    # suite ("needle=0.98,config=0.8") or both (recall_eval.exit_codes.parse_fail_under)
     fail_under: str | RecallGate | None = None
     # a later variant significantly worse than the first on paired cases (the report's McNemar test)
     fail_on_regression: bool = False

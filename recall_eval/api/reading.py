@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recall_eval.api.records import RunRecord
+from recall_eval.compare_store import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
 from recall_eval.errors import UserError
 from recall_eval.store import RunStore, list_runs, runs_home
 
@@ -27,7 +28,7 @@ def render_report(path: Path | str) -> Path:
     """Render a run directory's report.html, or a compare directory's compare.html, again from what is
     stored (no server); returns the file's path. UserError when `path` is neither."""
     import reports
-    from reports.compare_report import COMPARE_FILE, render_compare
+    from reports.compare_report import render_compare
 
     path = Path(path)
     if (path / COMPARE_FILE).is_file():
@@ -59,8 +60,6 @@ class CompareEntry:
 
 def compares(home: Path | str | None = None) -> list[CompareEntry]:
     """Every compare directory under `home`, oldest first; one with a broken compare.json is skipped."""
-    from reports.compare_report import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
-
     root = _root(home)
     if not root.is_dir():
         return []

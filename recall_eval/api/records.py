@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from recall_eval.errors import UserError
+from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
-from recall_eval.verdict import EXIT_OK, Verdict
 
 REPORT_FILE = "report.html"
 

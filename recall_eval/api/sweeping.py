@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
-from recall_eval.api.execute import changed_prompts, check_reachable, request_auth, run_recorded, run_versions
+from recall_eval.api.execute import run_recorded
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
     DEFAULT_GRID,
@@ -30,13 +30,15 @@ from recall_eval.api.options import (
     updated,
 )
 from recall_eval.api.records import RunRecord
-from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run
+from recall_eval.api.targets import check_reachable, request_auth
+from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.errors import BadInput, UserError
+from recall_eval.exit_codes import parse_retry
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
+from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, Run, RunSpec
-from recall_eval.verdict import parse_retry
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

@@ -24,7 +24,7 @@ DEBUG = {"on": False}  # set by the --debug callback; read only by run_cli
 
 def _print_version(value: bool) -> None:
     if value:
-        from recall_eval.api.execute import package_version
+        from recall_eval.api.versions import package_version
 
         print(f"recall-eval {package_version()}")
         raise typer.Exit()

@@ -56,7 +56,6 @@ class SweepProgress:
         self.label = label
         self.total = total
         self.passes = already_passed
-        self.answered_before = already_done
         self._calibration: TaskID | None = None
         self._run: TaskID | None = None
         self._already = already_done

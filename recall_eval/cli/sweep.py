@@ -18,9 +18,9 @@ from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import BadInput, UserError
+from recall_eval.exit_codes import RecallGate, parse_fail_under, verdict
 from recall_eval.grid import parse_suites
 from recall_eval.store import RunStore
-from recall_eval.verdict import RecallGate, parse_fail_under, verdict
 
 
 @app.command()

@@ -44,10 +44,10 @@ sys.path.insert(0, str(REPO))
 
 import suites  # noqa: E402
 from recall_eval import event_loop  # noqa: E402
-from recall_eval.api.execute import http_client  # noqa: E402
 from recall_eval.calibration import CalibrationCache, Calibrator  # noqa: E402
-from recall_eval.client import ChatClient  # noqa: E402
+from recall_eval.chat_client import ChatClient  # noqa: E402
 from recall_eval.grid import parse_depths, parse_lengths  # noqa: E402
+from recall_eval.http_client import make_http_client  # noqa: E402
 from recall_eval.runner import Runner, RunnerSettings  # noqa: E402
 from recall_eval.server_probe import probe_server  # noqa: E402
 from recall_eval.store import RunStore  # noqa: E402
@@ -93,7 +93,7 @@ async def bench_build(endpoint: Endpoint) -> Table:
     )
     for column in ("tokenizer", "cache", "seconds", "cases/s", "tokenize calls"):
         table.add_column(column, justify="right" if column not in ("tokenizer", "cache") else "left")
-    async with http_client() as http:
+    async with make_http_client() as http:
         for tokenizer in (ServerTokenizer(endpoint, http), TiktokenTokenizer()):
             cache = CalibrationCache()
             for label in ("cold", "warm"):
@@ -155,7 +155,7 @@ async def _floor_run(endpoint: Endpoint, requests: int, max_tokens: int) -> list
     (reader, CPU ms/request, CPU / sum of latencies)."""
     recipes = _overhead_recipes(requests)
     rows = []
-    async with http_client() as http:
+    async with make_http_client() as http:
         cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes)
         client = ChatClient(endpoint, http, request_timeout_s=600)
         bodies = [json.dumps(client._body(case.messages, max_tokens)).encode() for case in cases]
@@ -197,7 +197,7 @@ async def _overhead_run(
     with tempfile.TemporaryDirectory() as home:
         spec = RunSpec(lengths=lengths, depths=depths, max_tokens=max_tokens)
         store = RunStore.create(Run(run_id="bench", spec=spec, created_at=time.time()), Path(home))
-        async with http_client() as http:
+        async with make_http_client() as http:
             cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes)
             client = ChatClient(endpoint, http, request_timeout_s=600)
             settings = RunnerSettings(max_tokens=max_tokens, concurrency=concurrency)
@@ -289,7 +289,7 @@ async def bench_floor(endpoint: Endpoint, requests: int, max_tokens: int) -> Tab
 async def main_async(
     base_url: str, requests: int, max_tokens: int, skip_build: bool, floor: bool = False, repeat: int = 1
 ) -> None:
-    async with http_client() as http:
+    async with make_http_client() as http:
         facts = await probe_server(base_url, http)
     endpoint = Endpoint(base_url=base_url, model=facts.model)
     console = Console(width=160)

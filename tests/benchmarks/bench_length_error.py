@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 import suites  # noqa: E402
 from recall_eval.calibration import Calibrator, tolerance  # noqa: E402
-from recall_eval.client import ChatClient  # noqa: E402
+from recall_eval.chat_client import ChatClient  # noqa: E402
 from recall_eval.grid import parse_depths, parse_lengths  # noqa: E402
-from recall_eval.run_client import make_http_client  # noqa: E402
+from recall_eval.http_client import make_http_client  # noqa: E402
 from recall_eval.tokenization import TiktokenTokenizer, UsageTokenizer, probe_tokenizer  # noqa: E402
 from recall_eval.transport import ServerAuth  # noqa: E402
 from recall_eval.types import Endpoint  # noqa: E402

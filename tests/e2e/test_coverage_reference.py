@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 
-from recall_eval.coverage import SELECTED_SHARE
+from recall_eval.indexer_coverage import SELECTED_SHARE
 from recall_eval.store import load_run
 from recall_eval.types import Result
 from tests.e2e.cli import run_cli

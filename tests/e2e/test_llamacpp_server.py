@@ -16,8 +16,8 @@ import statistics
 import pytest
 
 from recall_eval.calibration import Calibrator, tolerance
-from recall_eval.client import ChatClient
-from recall_eval.run_client import make_http_client
+from recall_eval.chat_client import ChatClient
+from recall_eval.http_client import make_http_client
 from recall_eval.store import load_run
 from recall_eval.tokenization import LLAMACPP_TOKENIZER_NAME, UsageTokenizer, probe_tokenizer
 from recall_eval.transport import ServerAuth

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from launchers.profiles import resolve_profile
+from recall_eval.compare_store import COMPARE_FILE, CompareManifest, CompareVariant
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run, RunSpec
-from reports.compare_report import COMPARE_FILE, CompareManifest, CompareVariant
 from tests.e2e.cli import run_cli
 
 SPEC = RunSpec(lengths=(1000, 2000), depths=(50.0,), trials=1)

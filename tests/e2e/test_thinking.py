@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recall_eval.connect import THINKING_MAX_TOKENS
 from recall_eval.scoring import REASONING_RAN_OUT
 from recall_eval.store import load_run
+from recall_eval.thinking import THINKING_MAX_TOKENS
 from tests.e2e.cli import run_cli
 from tests.e2e.served_process import free_port, start_served
 

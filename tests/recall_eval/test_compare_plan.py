@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from recall_eval.api.comparing import PlannedVariant, compare_id, matching_runs, plan_variants
-from recall_eval.api.execute import package_version, run_versions
+from recall_eval.api.versions import package_version, run_versions
 from recall_eval.errors import BadInput
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec, RunStatus

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from recall_eval.indexer_client import _Stream
+from recall_eval.indexer_capture import _Stream
 from recall_eval.indexer_layout import LayoutError, resolve_layout
 
 REFERENCE_INFO = {

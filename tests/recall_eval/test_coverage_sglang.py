@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from recall_eval.coverage import IndexerLayout, decode_indexer_topk
-from recall_eval.indexer_client import Generation, IndexerCapture
+from recall_eval.indexer_capture import Generation, IndexerCapture
+from recall_eval.indexer_coverage import IndexerLayout, decode_indexer_topk
 from recall_eval.types import Case, ChatMessage, Completion
 
 pytestmark = pytest.mark.sglang

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from recall_eval import event_loop
-from recall_eval.api.execute import reuse_key_of, versions
+from recall_eval.api.versions import reuse_key_of, versions
 from recall_eval.types import RunSpec
 
 

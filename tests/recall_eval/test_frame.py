@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
 from recall_eval.errors import UserError
 from recall_eval.frame import RESULT_COLUMNS, RUN_COLUMNS, export_frame, results_frame, runs_frame
 from recall_eval.store import RESULTS_FILE
 from recall_eval.types import Completion, Profile
-from reports.compare_report import CompareManifest, CompareVariant, relative_run_dir, write_compare
+from reports.compare_report import write_compare
 from tests.e2e.cli import run_cli
 from tests.reports.compare_builders import paired_results, result, run_of, store_run
 from tests.reports.sample_run import build_sample_run

@@ -11,12 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recall_eval.client import ChatClient, RequestKnobs
-from recall_eval.connect import THINKING_MAX_TOKENS, is_thinking_run, probe_replicas
+from recall_eval.chat_client import ChatClient, RequestKnobs
+from recall_eval.connect import probe_replicas
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica, Runner, RunnerSettings
 from recall_eval.scoring import REASONING_RAN_OUT, score_completion
 from recall_eval.store import RunStore
+from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Case, ChatMessage, Completion, Endpoint, Run, RunSpec
 from tests.e2e.served_process import free_port, start_served
 

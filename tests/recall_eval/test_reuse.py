@@ -48,7 +48,7 @@ def test_resume_refuses_a_run_whose_prompts_changed(tmp_path):
     import pytest
 
     from recall_eval import api
-    from recall_eval.api.execute import run_versions
+    from recall_eval.api.versions import run_versions
     from recall_eval.errors import BadInput
     from recall_eval.store import RunStore
     from recall_eval.types import Profile, Run, RunSpec

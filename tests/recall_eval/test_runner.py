@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recall_eval.client import ChatClient
+from recall_eval.chat_client import ChatClient
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.types import Case, ChatMessage, Endpoint, Run, RunSpec, ServerDeath

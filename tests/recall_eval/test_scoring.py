@@ -6,7 +6,6 @@ import pytest
 
 from recall_eval.scoring import (
     code_shaped_strings,
-    is_recall_outcome,
     other_codes,
     score_answer,
     score_completion,
@@ -72,10 +71,3 @@ def test_other_codes_ignores_parts_of_the_value():
 def test_score_completion_uses_answer_text_not_reasoning():
     completion = Completion(text="no idea", reasoning="maybe ZEBRA-4492-OMEGA", finish_reason="stop")
     assert score_completion(completion, VALUE).outcome == "miss"
-
-
-def test_infra_outcomes_are_not_recall():
-    for outcome in ("pass", "miss", "empty", "truncated"):
-        assert is_recall_outcome(outcome)
-    for outcome in ("too_long", "oom", "crash", "timeout", "error"):
-        assert not is_recall_outcome(outcome)

@@ -11,8 +11,8 @@ import pytest
 
 from recall_eval import api
 from recall_eval.api.sweeping import build_spec, external_profile, resume_options
-from recall_eval.connect import THINKING_MAX_TOKENS
 from recall_eval.errors import BadInput
+from recall_eval.thinking import THINKING_MAX_TOKENS
 from recall_eval.tokenization import VLLM_TOKENIZER_NAME, probe_tokenizer
 from recall_eval.types import ChatMessage, Endpoint
 

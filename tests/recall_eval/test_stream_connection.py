@@ -11,8 +11,8 @@ import time
 import pytest
 
 from recall_eval import stream_connection
-from recall_eval.client import MAX_ANSWER_CHARS, ChatClient
-from recall_eval.run_client import make_http_client
+from recall_eval.chat_client import MAX_ANSWER_CHARS, ChatClient
+from recall_eval.http_client import make_http_client
 from recall_eval.stream_connection import EventStreamPool, stream_connections_enabled
 from recall_eval.transport import RequestFailed, Timeouts
 from recall_eval.types import ChatMessage, Endpoint

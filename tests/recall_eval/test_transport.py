@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
-from recall_eval.client import ChatClient
+from recall_eval.chat_client import ChatClient
 from recall_eval.errors import AuthFailed, UserError
-from recall_eval.run_client import make_http_client
+from recall_eval.http_client import make_http_client
 from recall_eval.server_probe import probe_server
 from recall_eval.tokenization import probe_tokenizer
 from recall_eval.transport import (

@@ -8,17 +8,16 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
-from recall_eval.errors import UserError
-from recall_eval.types import Outcome
-from reports.compare_report import (
+from recall_eval.compare_store import (
     COMPARE_FILE,
     CompareManifest,
     CompareVariant,
     read_manifest,
     relative_run_dir,
-    render_compare,
-    write_compare,
 )
+from recall_eval.errors import UserError
+from recall_eval.types import Outcome
+from reports.compare_report import render_compare, write_compare
 from tests.reports.compare_builders import paired_results, result, run_of, store_run
 from tests.reports.dom import Element, parse
 

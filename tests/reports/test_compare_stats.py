@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, bootstrap
 
+from recall_eval import stats
 from recall_eval.types import Outcome
-from reports.compare_frames import compare_frames, paired_test, speed_changes
-from reports.frames import as_frame
+from reports.aggregates import as_frame
+from reports.compare_frames import compare_frames, speed_changes
 from tests.reports.compare_builders import paired_results, result, variant
+
+
+def paired_test(a: list, b: list) -> stats.PairedTest:
+    return stats.paired_test(as_frame(a), as_frame(b))
 
 
 def test_worked_case_counts_and_p_value() -> None:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from recall_eval.coverage import with_cause
+from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
+from recall_eval.indexer_coverage import with_cause
 from recall_eval.types import IndexerCoverage, Outcome, Result
-from reports.compare_report import CompareManifest, CompareVariant, relative_run_dir, write_compare
-from reports.coverage import coverage_view
+from reports.compare_report import write_compare
+from reports.coverage_charts import coverage_view
 from reports.html import render_report
 from tests.reports.compare_builders import result, run_of, store_run
 from tests.reports.dom import parse

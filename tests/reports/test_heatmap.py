@@ -11,7 +11,7 @@ from matplotlib.colors import to_rgb
 from PIL import Image
 
 from recall_eval.types import Outcome, Result
-from reports import frames
+from reports import aggregates
 from reports.heatmap import (
     EMPTY_FACE,
     INFRA_FACE,
@@ -50,7 +50,7 @@ RESULTS = [
     make("pass", 2000, 50.0, 0),
     make("too_long", 2000, 50.0, 1),
 ]
-GRID = frames.suite_grid(RESULTS, "needle", lengths=(1000, 2000, 4000), depths=(0.0, 50.0, 100.0))
+GRID = aggregates.suite_grid(RESULTS, "needle", lengths=(1000, 2000, 4000), depths=(0.0, 50.0, 100.0))
 
 
 class Rendered:
@@ -106,7 +106,7 @@ def test_cell_texts() -> None:
     assert cell_text(row0[2]) == ("OOM", "2 cases")
     assert cell_text(row50[1]) == ("1/1", "+1 too long")
     assert cell_text(row100[0]) == ("–", "not run")
-    mixed = frames.suite_grid([make("oom", 1, 0), make("crash", 1, 0, 1), make("oom", 1, 0, 2)], "needle")
+    mixed = aggregates.suite_grid([make("oom", 1, 0), make("crash", 1, 0, 1), make("oom", 1, 0, 2)], "needle")
     assert cell_text(mixed.cells[0][0]) == ("OOM/crash", "3 cases")
 
 
@@ -115,7 +115,7 @@ def test_png_is_deterministic_and_sized_to_the_grid() -> None:
     assert first == second
     assert first.startswith(b"\x89PNG\r\n\x1a\n")
     small = Image.open(io.BytesIO(first))
-    big_grid = frames.suite_grid(
+    big_grid = aggregates.suite_grid(
         RESULTS, "needle", lengths=tuple(range(1000, 13000, 1000)), depths=(0.0, 50.0)
     )
     big = Image.open(io.BytesIO(heatmap_png(big_grid, "needle")))
@@ -123,7 +123,7 @@ def test_png_is_deterministic_and_sized_to_the_grid() -> None:
 
 
 def test_not_applicable_cell_reads_n_a_on_white() -> None:
-    grid = frames.suite_grid([make("not_applicable", 338, 0), make("pass", 1000, 0)], "needle")
+    grid = aggregates.suite_grid([make("not_applicable", 338, 0), make("pass", 1000, 0)], "needle")
     assert cell_text(grid.cells[0][0]) == ("N/A", "prompt does not fit")
     texts = [t.get_text() for t in heatmap_figure(grid, "needle").legends[0].get_texts()]
     assert any(text.startswith("N/A") for text in texts), texts

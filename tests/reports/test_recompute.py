@@ -18,10 +18,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest, bootstrap
 
+from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
 from recall_eval.frame import results_frame
 from recall_eval.store import RunStore
 from recall_eval.types import Completion, Outcome, Profile, Result, Run, RunSpec
-from reports.compare_report import CompareManifest, CompareVariant, relative_run_dir, write_compare
+from reports.compare_report import write_compare
 from reports.html import render_report
 from tests.reports.dom import Element, parse
 

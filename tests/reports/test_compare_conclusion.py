@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from recall_eval.formatting import format_p
 from recall_eval.types import Outcome
+from reports.compare_conclusion import conclusion
 from reports.compare_frames import compare_frames
-from reports.compare_verdict import verdict
 from tests.reports.compare_builders import paired_results, result, variant
 
 Pairs = list[tuple[Outcome, Outcome, int]]
@@ -22,7 +22,7 @@ def test_significant_recovery_from_a_length_up() -> None:
     a, b = paired_results(pairs, b_speed=1.095)
     info_a = {"max_total_num_tokens": 100_000}
     info_b = {"max_total_num_tokens": 87_000}
-    text = verdict(
+    text = conclusion(
         compare_frames([variant("fp8", a, server_info=info_a), variant("bf16", b, server_info=info_b)])
     )
     assert text.startswith(
@@ -44,7 +44,7 @@ def test_significant_loss_names_lengths() -> None:
     )
     pairs += [("pass", "miss", 8000)] * 3
     a, b = paired_results(pairs)
-    text = verdict(compare_frames([variant("topk=1024", a), variant("topk=128", b)]))
+    text = conclusion(compare_frames([variant("topk=1024", a), variant("topk=128", b)]))
     assert text.startswith("topk=128 loses recall against topk=1024 at 2,000 and 8,000 tokens: ")
     assert "0 cases flip miss→pass, 15 pass→miss, p < 0.001" in text
 
@@ -52,7 +52,7 @@ def test_significant_loss_names_lengths() -> None:
 def test_nothing_significant_is_said_plainly() -> None:
     pairs: Pairs = [("miss", "pass", 1000)] * 3 + [("pass", "miss", 1000)] * 2 + [("pass", "pass", 1000)] * 5
     a, b = paired_results(pairs)
-    text = verdict(compare_frames([variant("fp8", a), variant("bf16", b)]))
+    text = conclusion(compare_frames([variant("fp8", a), variant("bf16", b)]))
     assert text.startswith(
         "No significant recall difference between bf16 and fp8: 3 cases flip miss→pass, 2 pass→miss"
     )
@@ -64,7 +64,7 @@ def test_nothing_significant_is_said_plainly() -> None:
 def test_borderline_but_not_significant() -> None:
     # 5 gained, 0 lost: p = 2/32 = 0.0625, not below 0.05.
     a, b = paired_results([("miss", "pass", 1000)] * 5)
-    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    text = conclusion(compare_frames([variant("A", a), variant("B", b)]))
     assert text.startswith("No significant recall difference between B and A")
     assert "p = 0.062" in text
 
@@ -72,21 +72,21 @@ def test_borderline_but_not_significant() -> None:
 def test_full_agreement_and_infrastructure_exclusions() -> None:
     pairs: Pairs = [("pass", "pass", 1000)] * 4 + [("pass", "oom", 2000)] * 2 + [("timeout", "pass", 2000)]
     a, b = paired_results(pairs)
-    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    text = conclusion(compare_frames([variant("A", a), variant("B", b)]))
     assert text.startswith("B and A agree on all 4 paired cases")
     assert "3 pairs left out of the test for infrastructure outcomes (A: 1 timeout; B: 2 oom)" in text
 
 
 def test_no_paired_answers() -> None:
     a, b = paired_results([("oom", "pass", 1000), ("pass", "crash", 1000)])
-    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    text = conclusion(compare_frames([variant("A", a), variant("B", b)]))
     assert text.startswith("B vs A: no case was answered by both servers")
 
 
 def test_each_variant_against_the_first() -> None:
     base, better = paired_results([("miss", "pass", 1000)] * 12)
     _, same = paired_results([("miss", "miss", 1000)] * 12)
-    text = verdict(compare_frames([variant("A", base), variant("B", better), variant("C", same)]))
+    text = conclusion(compare_frames([variant("A", base), variant("B", better), variant("C", same)]))
     assert "B raises recall over A at every length: 12 cases flip" in text
     assert "C and A agree on all 12 paired cases" in text
 
@@ -101,7 +101,7 @@ def test_speed_change_within_noise_is_called_not_significant() -> None:
     a = [result(f"n{i}", "pass", 1000, itl_s=0.02) for i in range(6)]
     # B's median decode is faster, but per case it is faster on 4 and slower on 2: p = 0.69.
     b = [result(f"n{i}", "pass", 1000, itl_s=gap) for i, gap in enumerate([0.01] * 4 + [0.03] * 2)]
-    text = verdict(compare_frames([variant("A", a), variant("B", b)], interleaved=True))
+    text = conclusion(compare_frames([variant("A", a), variant("B", b)], interleaved=True))
     assert "sign test p = 0.69" in text and "not significant" in text
     assert "interleaved runs, per-case median change: TTFT +0.0%" in text
     assert "decode speed +100.0% (95% CI " in text
@@ -114,7 +114,7 @@ def test_sequential_speed_change_has_an_interval_and_no_p_value() -> None:
         result(f"n{i}", "pass", 1000, itl_s=gap, started_at=1_700_000_000.0 + 8 * 60)
         for i, gap in enumerate([0.01] * 4 + [0.03] * 2)
     ]
-    text = verdict(compare_frames([variant("A", a), variant("B", b)]))
+    text = conclusion(compare_frames([variant("A", a), variant("B", b)]))
     assert (
         "sequential runs, 8 min apart: not a controlled speed comparison; per-case median difference: "
         "TTFT +0.0% (the same on every timed case), prefill speed +0.0% (the same on every timed case), "
@@ -134,7 +134,7 @@ def test_headline_is_the_per_case_median_never_the_change_of_medians() -> None:
         for i, (v, f) in enumerate(zip(speed_a, factors, strict=True))
     ]
     frames = compare_frames([variant("fp8", a), variant("bf16", b)], interleaved=True)
-    text = verdict(frames)
+    text = conclusion(frames)
     change = frames.pairs[0].speed_changes["decode_tps"]
     assert round(change.median_change_pct, 1) == 44.6
     medians = frames.pairs[0].throughput_change["decode_tps"]
@@ -146,6 +146,6 @@ def test_reused_run_shows_its_age() -> None:
     a, b = paired_results([("pass", "pass", 1000)] * 4)
     runs = [variant("fp8", a), variant("bf16", b)]
     runs[0] = replace(runs[0], reused=True, age_s=8 * 60 + 5)
-    text = verdict(compare_frames(runs))
+    text = conclusion(compare_frames(runs))
     assert "fp8: run reused, finished 8 min before this compare" in text
     assert "bf16: run reused" not in text

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from recall_eval.client import (
+from recall_eval.chat_client import (
     ChatClient,
     RequestFailed,
     classify_error_message,

@@ -204,7 +204,7 @@ class ChatClient:
         url = f"{self.endpoint.base_url.rstrip('/')}/v1/chat/completions"
         state = _StreamState()
         on_event = lambda data, arrived: _consume_event(data, state, arrived)  # noqa: E731
-        streams = getattr(self.http, "event_streams", None)  # run_client.RunClient
+        streams = getattr(self.http, "event_streams", None)  # http_client.RunClient
         sent = time.perf_counter()
         try:
             if streams is not None and url.startswith("http://"):

@@ -7,7 +7,7 @@ import base64
 import numpy as np
 import pytest
 
-from recall_eval.coverage import (
+from recall_eval.indexer_coverage import (
     IndexerDataError,
     IndexerLayout,
     answer_tokens,

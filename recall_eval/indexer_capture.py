@@ -10,7 +10,7 @@ one carries meta_info (finish_reason, prompt/completion tokens, indexer_topk). S
 and inter-token gaps, timed from the /generate request (the tokenize round trip is not included),
 and per chunk the (output tokens, characters) marks that place the answer on output tokens.
 
-Failures are RequestFailed with the kinds of recall_eval.client, retried the same way.
+Failures are RequestFailed with the kinds of recall_eval.chat_client, retried the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from recall_eval.client import ChatClient, split_thinking
-from recall_eval.coverage import (
+from recall_eval.chat_client import ChatClient, split_thinking
+from recall_eval.errors import UserError
+from recall_eval.event_stream import clean_text, error_text, read_event_stream
+from recall_eval.indexer_coverage import (
     IndexerDataError,
     IndexerLayout,
     answer_tokens,
@@ -35,8 +37,6 @@ from recall_eval.coverage import (
     indexer_coverage,
     with_cause,
 )
-from recall_eval.errors import UserError
-from recall_eval.event_stream import clean_text, error_text, read_event_stream
 from recall_eval.indexer_layout import resolve_layout
 from recall_eval.transport import RequestFailed, status_failure
 from recall_eval.types import Case, ChatMessage, Completion, IndexerCoverage, Outcome

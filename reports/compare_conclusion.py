@@ -1,4 +1,7 @@
-"""The one-paragraph verdict at the top of a compare report, generated from the frames' numbers.
+"""The one-paragraph conclusion at the top of a compare report, generated from the frames' numbers.
+
+(compare.json stores it under "verdict", the page shows it as #verdict: names kept for stored files and
+links; the exit code of a compare is recall_eval.exit_codes, a different thing.)
 
 Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
 test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
@@ -13,10 +16,10 @@ template escapes it.
 from __future__ import annotations
 
 from recall_eval.formatting import format_p
+from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
-from reports.compare_frames import METRICS, CompareFrames, PairedTest, PairFrame, SpeedChange, VariantFrame
+from reports.compare_frames import METRICS, CompareFrames, PairFrame, SpeedChange, VariantFrame
 
-SIGNIFICANCE = 0.05
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
 
 
@@ -38,7 +41,7 @@ def _flips(test: PairedTest) -> str:
 
 
 def _where(pair: PairFrame, gaining: bool) -> str:
-    """Lengths at which the net flips go the verdict's way: 'from N tokens up', 'at every length', or a list."""
+    """Lengths at which the net flips go the conclusion's way: 'from N tokens up', 'at every length', or a list."""
     lengths = list(pair.by_length)
     chosen = [
         length
@@ -158,11 +161,11 @@ def _speed_clause(pair: PairFrame) -> str:
     )
 
 
-def pair_verdict(pair: PairFrame) -> str:
+def pair_conclusion(pair: PairFrame) -> str:
     details = _details(pair)
     return _recall_sentence(pair) + ("; " + "; ".join(details) if details else "") + "."
 
 
-def verdict(frames: CompareFrames) -> str:
+def conclusion(frames: CompareFrames) -> str:
     """One paragraph: one sentence per variant against the first."""
-    return " ".join(pair_verdict(pair) for pair in frames.pairs)
+    return " ".join(pair_conclusion(pair) for pair in frames.pairs)

@@ -1,4 +1,4 @@
-"""reports.frames on hand-built results: cells, summaries, per-length throughput, failures."""
+"""reports.aggregates on hand-built results: cells, summaries, per-length throughput, failures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from recall_eval.stats import wilson_interval
 from recall_eval.types import Completion, Outcome, Result
-from reports import frames
+from reports import aggregates
 
 
 def make(
@@ -50,21 +50,21 @@ def test_summary_leaves_infrastructure_out_of_recall() -> None:
         make("too_long", 4000, 0, 0),
         make("truncated", 2000, 0, 0),
     ]
-    summary = frames.summarize(results)
+    summary = aggregates.summarize(results)
     assert (summary.cases, summary.passes, summary.answered, summary.infra) == (7, 3, 5, 2)
     assert summary.recall == pytest.approx(3 / 5)
     assert (summary.ci_low, summary.ci_high) == wilson_interval(3, 5)
     assert (
         summary.outcomes["oom"] == 1 and summary.outcomes["too_long"] == 1 and summary.outcomes["crash"] == 0
     )
-    assert set(summary.outcomes) == set(frames.ALL_OUTCOMES)
+    assert set(summary.outcomes) == set(aggregates.ALL_OUTCOMES)
     # 338: 1.0, 1000: 0.5 -> the effective length is 338; 4000 has no answered case at all
     assert summary.effective_length == 338
-    assert frames.recall_by_length(results) == {338: 1.0, 1000: 0.5, 2000: 0.0, 4000: None}
+    assert aggregates.recall_by_length(results) == {338: 1.0, 1000: 0.5, 2000: 0.0, 4000: None}
 
 
 def test_summary_of_only_infrastructure_has_no_recall() -> None:
-    summary = frames.summarize([make("crash"), make("timeout", trial=1)])
+    summary = aggregates.summarize([make("crash"), make("timeout", trial=1)])
     assert summary.recall is None
     assert (summary.ci_low, summary.ci_high) == (None, None)  # nothing answered: no interval
     assert summary.effective_length is None
@@ -81,7 +81,7 @@ def test_suite_grid_cells_and_planned_gaps() -> None:
         make("timeout", 2000, 50, 1),
         make("pass", 2000, 0, 0, suite="other"),
     ]
-    grid = frames.suite_grid(results, "needle", lengths=(1000, 2000, 4000), depths=(0.0, 50.0, 100.0))
+    grid = aggregates.suite_grid(results, "needle", lengths=(1000, 2000, 4000), depths=(0.0, 50.0, 100.0))
     assert grid.lengths == (1000, 2000, 4000)
     assert grid.depths == (0.0, 50.0, 100.0)
     mixed, infra_only = grid.cells[0][0], grid.cells[1][0]
@@ -96,7 +96,7 @@ def test_suite_grid_cells_and_planned_gaps() -> None:
 
 
 def test_suite_grid_adds_stored_points_outside_the_plan() -> None:
-    grid = frames.suite_grid([make("pass", 3000, 33.0)], "needle", lengths=(1000,), depths=(0.0,))
+    grid = aggregates.suite_grid([make("pass", 3000, 33.0)], "needle", lengths=(1000,), depths=(0.0,))
     assert grid.lengths == (1000, 3000) and grid.depths == (0.0, 33.0)
 
 
@@ -116,7 +116,7 @@ def test_length_frames_throughput() -> None:
         make("oom", 1000, 100, 1),
         make("pass", 2000, 0, 0, completion=timed(2.0, prompt=2000, tokens=11, gaps=(0.1,) * 10)),
     ]
-    first, second = frames.length_frames(results)
+    first, second = aggregates.length_frames(results)
     assert (first.target_tokens, first.cases, first.passes, first.answered, first.timed) == (1000, 4, 2, 3, 3)
     assert first.ttft_p50_s == pytest.approx(0.5)
     assert first.ttft_p95_s == pytest.approx(0.5 + 0.9 * 0.5)  # linear between 0.5 and 1.0
@@ -128,7 +128,7 @@ def test_length_frames_throughput() -> None:
 
 
 def test_length_frame_without_completions() -> None:
-    (only,) = frames.length_frames([make("too_long", 9000)])
+    (only,) = aggregates.length_frames([make("too_long", 9000)])
     assert only.timed == 0 and only.ttft_p50_s is None and only.decode_tps_p50 is None and only.recall is None
 
 
@@ -136,7 +136,7 @@ def test_latest_per_case_keeps_the_last_and_orders_by_grid() -> None:
     first = make("oom", 2000, 0, 0, case_id="a")
     again = make("pass", 2000, 0, 0, case_id="a")
     other = make("miss", 1000, 50, 0, case_id="b")
-    assert frames.latest_per_case([first, other, again]) == [other, again]
+    assert aggregates.latest_per_case([first, other, again]) == [other, again]
 
 
 def test_failures_in_grid_order_without_passes() -> None:
@@ -147,16 +147,17 @@ def test_failures_in_grid_order_without_passes() -> None:
         make("miss", 1000, 50, 0),
     ]
     got = [
-        (r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"]) for r in frames.failures(results)
+        (r["target_tokens"], r["depth_percent"], r["trial"], r["outcome"])
+        for r in aggregates.failures(results)
     ]
     assert got == [(1000, 50.0, 0, "miss"), (1000, 50.0, 1, "miss"), (2000, 0.0, 0, "oom")]
 
 
 def test_suites_and_tokenizers() -> None:
     results = [make("pass", suite="multiturn"), make("pass", suite="needle", case_id="n")]
-    assert frames.suites_in(results, planned=("needle", "config")) == ("needle", "config", "multiturn")
+    assert aggregates.suites_in(results, planned=("needle", "config")) == ("needle", "config", "multiturn")
     with_tok = [r.model_copy(update={"tokenizer": "server:/v1/tokenize"}) for r in results] + [make("miss")]
-    assert frames.tokenizers_used(with_tok) == {"server:/v1/tokenize": 2, "unknown": 1}
+    assert aggregates.tokenizers_used(with_tok) == {"server:/v1/tokenize": 2, "unknown": 1}
 
 
 def test_not_applicable_is_neither_recall_nor_infrastructure_nor_a_failure() -> None:
@@ -167,11 +168,11 @@ def test_not_applicable_is_neither_recall_nor_infrastructure_nor_a_failure() -> 
         make("miss", 1000, 0, 1, suite="config"),
         make("pass", 2000, 0, 0, suite="config"),
     ]
-    summary = frames.summarize(results)
+    summary = aggregates.summarize(results)
     assert (summary.cases, summary.answered, summary.infra, summary.not_applicable) == (5, 3, 0, 2)
     assert summary.recall == pytest.approx(2 / 3)
     # 338 measured nothing, so it neither holds nor breaks the effective length
-    assert frames.recall_by_length(results) == {1000: 0.5, 2000: 1.0}
-    assert [r["outcome"] for r in frames.failures(results)] == ["miss"]
-    cell = frames.suite_grid(results, "config").cells[0][0]
+    assert aggregates.recall_by_length(results) == {1000: 0.5, 2000: 1.0}
+    assert [r["outcome"] for r in aggregates.failures(results)] == ["miss"]
+    cell = aggregates.suite_grid(results, "config").cells[0][0]
     assert (cell.answered, cell.infra, cell.not_applicable, cell.recall) == (0, 0, 2, None)

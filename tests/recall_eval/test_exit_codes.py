@@ -9,9 +9,7 @@ import pytest
 from recall_eval.api.gating import gate_compare, regressions
 from recall_eval.api.records import RunRecord
 from recall_eval.errors import BadInput
-from recall_eval.stats import mcnemar_exact
-from recall_eval.types import Result, Run, RunSpec
-from recall_eval.verdict import (
+from recall_eval.exit_codes import (
     EXIT_BELOW_GATE,
     EXIT_NO_ANSWER,
     EXIT_OK,
@@ -22,6 +20,8 @@ from recall_eval.verdict import (
     parse_retry,
     verdict,
 )
+from recall_eval.stats import mcnemar_exact
+from recall_eval.types import Result, Run, RunSpec
 
 SUITES = ("needle", "config")
 

@@ -2,7 +2,7 @@
 share of misses by cause (selection / generation) per length. Built from Result.coverage only.
 
 "Misses" here are answered cases that did not pass (miss, empty, truncated): the ones that get a cause.
-The rule itself lives in recall_eval/coverage.py; the report states it next to the table.
+The rule itself lives in recall_eval/indexer_coverage.py; the report states it next to the table.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from recall_eval.coverage import NON_PASS_ANSWERS, SELECTED_SHARE
+from recall_eval.indexer_coverage import NON_PASS_ANSWERS, SELECTED_SHARE
 from recall_eval.types import Result
 from reports.heatmap import EMPTY_FACE, MUTED, RECALL_CMAP, TEXT
 from reports.labels import tokens

@@ -1,0 +1,77 @@
+"""Where a run's requests go: the profile's server launched (and stopped however the run ends) or an
+external one reached, every replica's URL, and the key and headers sent to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recall_eval import event_loop
+from recall_eval.api.hooks import Hooks
+from recall_eval.api.options import RequestOptions
+from recall_eval.auth_input import auth_of
+from recall_eval.connect import probe_replicas
+from recall_eval.http_client import make_http_client
+from recall_eval.transport import ServerAuth
+from recall_eval.types import Profile, ServerHandle
+
+
+@dataclass
+class Target:
+    """Where requests go: a launched server (with a handle) or an external one."""
+
+    base_url: str
+    model: str | None
+    handle: ServerHandle | None = None
+    time_to_ready_s: float | None = None
+    server_info: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
+    """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
+    if profile.engine == "external":
+        assert profile.base_url is not None
+        yield Target(base_url=profile.base_url, model=profile.served_model_name)
+        return
+    from launchers.lifecycle import launch, sigterm_raises_exit
+
+    with sigterm_raises_exit():
+        with hooks.launching(profile):
+            # the runner owns the relaunch retries; one attempt per relaunch here
+            server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
+        with server:  # the launcher has said, through hooks.server_output, that it is ready
+            yield Target(
+                base_url=server.endpoint.base_url,
+                model=server.endpoint.model,
+                handle=server,
+                time_to_ready_s=server.time_to_ready_s,
+                server_info=dict(server.server_info or {}),
+            )
+
+
+def request_auth(request: RequestOptions | None) -> ServerAuth:
+    """The key (--api-key, else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY) and headers of the request
+    options: used on every request, never stored."""
+    request = request or RequestOptions()
+    return auth_of(request.api_key, list(request.headers or ()))
+
+
+def target_urls(profile: Profile, base_url: str) -> list[str]:
+    """Every endpoint serving the variant: the target's URL, then an external profile's replicas."""
+    return [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+
+
+def check_reachable(profile: Profile, request: RequestOptions | None = None) -> None:
+    """Fail before running anything when an external server (any replica) cannot be reached, lacks
+    the model, or refuses the key."""
+
+    async def probe() -> None:
+        async with make_http_client(request_auth(request)) as http:
+            urls = target_urls(profile, profile.base_url or "")
+            await probe_replicas(urls, http, profile.served_model_name)
+
+    event_loop.run(probe())
