@@ -21,6 +21,8 @@ from recall_eval.store import RUN_FILE, RunStore
 from recall_eval.target_facts import UNKNOWN, target_facts
 from recall_eval.types import RECALL_OUTCOMES, Result, Run
 
+Scoring = Literal["lenient", "strict"]
+SCORINGS: tuple[Scoring, ...] = ("lenient", "strict")  # the headline verdict; lenient unless the user picks
 ExportFormat = Literal["csv", "parquet", "jsonl"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "parquet", "jsonl")
 
@@ -228,6 +230,39 @@ def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFram
     frame = frame[[*RESULT_COLUMNS, *params]].reset_index(drop=True)
     frame = frame.astype({k: v for k, v in _DTYPES.items()})
     return frame.astype({k: "float64" for k in _FLOATS})
+
+
+def check_scoring(value: str | None) -> Scoring:
+    """--scoring as given (None: lenient); BadInput for anything else."""
+    if value is None:
+        return "lenient"
+    if value not in SCORINGS:
+        raise BadInput(f"--scoring {value!r}: pick one of {', '.join(SCORINGS)} (README, Scoring)")
+    return value  # type: ignore[return-value]
+
+
+def headline_frame(frame: pd.DataFrame, scoring: Scoring = "lenient") -> pd.DataFrame:
+    """The frame whose `outcome` and `passed` are the chosen headline verdict (README, "Scoring").
+
+    Every report figure and gate reads `outcome`/`passed`; with `strict` they become the strict verdict
+    (a result stored before strict scoring existed keeps its lenient one) and the lenient verdict stays
+    in `lenient_outcome`/`lenient_passed`, so a report can show the other one beside the headline;
+    `headline_scoring` names the choice.
+    """
+    scoring = check_scoring(scoring)
+    if scoring == "lenient" or frame.empty:
+        return frame.assign(
+            lenient_outcome=frame["outcome"], lenient_passed=frame["passed"], headline_scoring=scoring
+        )
+    strict_outcome = frame["strict_outcome"].where(frame["strict_outcome"].notna(), frame["outcome"])
+    strict_passed = frame["strict_passed"].astype("boolean").fillna(frame["passed"]).astype(bool)
+    return frame.assign(
+        lenient_outcome=frame["outcome"],
+        lenient_passed=frame["passed"],
+        outcome=strict_outcome,
+        passed=strict_passed,
+        headline_scoring=scoring,
+    )
 
 
 def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:

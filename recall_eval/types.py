@@ -276,6 +276,9 @@ class Run(_Frozen):
     # True when this run's requests were interleaved with another variant's on live servers at the same
     # time (compare with two --base-url): only then may their speeds be tested as paired samples.
     interleaved: bool = False
+    # the verdict the headline figures use (console, report, --fail-under): "lenient" (RULER-compatible)
+    # or "strict" (recall_eval.scoring); both verdicts are stored on every result either way
+    scoring: Literal["lenient", "strict"] = "lenient"
 
 
 class Endpoint(_Frozen):

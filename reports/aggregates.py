@@ -116,6 +116,20 @@ class Summary:
     outcomes: dict[Outcome, int] = field(default_factory=dict)  # every outcome, zero where absent
     # per suite: effective length of that suite alone (the figure to quote)
     suite_effective_lengths: dict[str, int | None] = field(default_factory=dict)
+    # per suite: (passes, answered, recall) of that suite alone; a pooled recall is quoted beside them
+    suite_recalls: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
+    scoring: str = "lenient"  # which verdict the headline figures use (recall_eval.frame.headline_frame)
+    other_passes: int | None = None  # passes under the other verdict (strict when the headline is lenient)
+
+    @property
+    def other_scoring(self) -> str:
+        return "strict" if self.scoring == "lenient" else "lenient"
+
+    @property
+    def other_recall(self) -> float | None:
+        if self.other_passes is None or not self.answered:
+            return None
+        return self.other_passes / self.answered
 
     @property
     def infra(self) -> int:
@@ -165,6 +179,16 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
         for suite in suites_in(frame, planned)
         if (frame["suite"] == suite).any()
     }
+    suite_recalls = {}
+    for suite in by_suite:
+        row = recall_table(frame[frame["suite"] == suite]).iloc[0]
+        suite_recalls[suite] = (int(row["passes"]), int(row["answered"]), _none(row["recall"]))
+    strict = "headline_scoring" in frame and len(frame) and frame["headline_scoring"].iloc[0] == "strict"
+    scoring = "strict" if strict else "lenient"
+    other = frame["lenient_passed"] if strict else frame.get("strict_passed")
+    other_passes = None
+    if other is not None and len(frame) and other[frame["counted"]].notna().all():
+        other_passes = int(other[frame["counted"]].astype(bool).sum())
     return Summary(
         cases=int(overall["cases"]),
         passes=int(overall["passes"]),
@@ -176,6 +200,9 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
         threshold=threshold,
         outcomes=count_outcomes(frame),
         suite_effective_lengths=by_suite,
+        suite_recalls=suite_recalls,
+        scoring=scoring,
+        other_passes=other_passes,
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import PairedTest, matched, median_change_ci, paired_test, percentile, sign_test
 from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import Result, Run
@@ -32,11 +32,12 @@ class VariantRun:
     results: list[Result]  # one per case id (aggregates.latest_per_case)
     reused: bool = False  # an earlier finished run was reused by this compare
     age_s: float | None = None  # reused: seconds from the run's end to the compare's start
+    scoring: str = "lenient"  # the compare's headline verdict (recall_eval.frame.headline_frame)
 
     @cached_property
     def frame(self) -> pd.DataFrame:
         """The run's results frame (recall_eval.frame)."""
-        return frame_of([(self.run, self.results)])
+        return headline_frame(frame_of([(self.run, self.results)]), self.scoring)
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,6 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     runs = []
     for item in manifest.variants:
         run, stored = load_run(run_dir_of(compare_dir, item))
-        age = manifest.created_at - run.finished_at if item.reused and run.finished_at else None
         runs.append(
             VariantRun(
                 label=item.label,
@@ -207,7 +206,8 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
                 run=run,
                 results=aggregates.latest_per_case(stored),
                 reused=item.reused,
-                age_s=max(age, 0.0) if age is not None else None,
+                age_s=item.reused_age_s,
+                scoring=manifest.scoring,
             )
         )
     data = compare_frames(runs, manifest.interleaved)
@@ -235,6 +235,10 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     return html
 
 
-def render_compare(compare_dir: Path) -> Path:
-    """Re-render an existing compare directory from its compare.json and the runs it names."""
-    return write_compare(Path(compare_dir), read_manifest(compare_dir))
+def render_compare(compare_dir: Path, scoring: str | None = None) -> Path:
+    """Re-render an existing compare directory from its compare.json and the runs it names; `scoring`
+    (when given) is the headline verdict from now on."""
+    manifest = read_manifest(compare_dir)
+    if scoring is not None:
+        manifest = manifest.model_copy(update={"scoring": scoring})
+    return write_compare(Path(compare_dir), manifest)

@@ -15,7 +15,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.store import load_run
 from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
@@ -170,7 +170,7 @@ def render_html(
 ) -> str:
     """The report page for a run, given its suites' views (heatmaps already drawn) and its results frame."""
     if frame is None:
-        frame = frame_of([(run, results)])
+        frame = headline_frame(frame_of([(run, results)]), run.scoring)
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
@@ -198,12 +198,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def render_report(run_dir: Path) -> Path:
-    """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path."""
+def render_report(run_dir: Path, scoring: str | None = None) -> Path:
+    """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path.
+    The headline verdict is `scoring` when given, else the run's own (Run.scoring)."""
     run_dir = Path(run_dir)
     run, stored = load_run(run_dir)
     results = aggregates.latest_per_case(stored)
-    frame = frame_of([(run, results)])
+    frame = headline_frame(frame_of([(run, results)]), scoring or run.scoring)
     suites = suite_views(run, frame)
     for view in suites:
         _write_atomically(run_dir / view.png_name, view.png)

@@ -176,6 +176,8 @@ class SweepOptions:
     out: str | Path | None = None  # directory to create the run in, or the run id to use
     capture_indexer: bool = False  # record per indexer layer whether the needle was selected
     render_report: bool = True  # write report.html when the run ends
+    # the headline verdict: "lenient" (default, RULER-compatible) or "strict" (README, "Scoring")
+    scoring: str | None = option("--scoring", "headline verdict: lenient (the default) or strict")
 
     @classmethod
     def of(cls, **fields: Any) -> SweepOptions:
@@ -200,6 +202,7 @@ class CompareOptions:
     fail_under: str | RecallGate | None = None
     # a later variant significantly worse than the first on paired cases (the report's McNemar test)
     fail_on_regression: bool = False
+    scoring: str | None = option("--scoring", "headline verdict: lenient (the default) or strict")
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -69,8 +69,9 @@ class RunRecord:
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        """The results as a DataFrame, one row per case (recall_eval.frame; columns in README)."""
-        return frame_of([(self.run, self.results)])
+        """The results as a DataFrame, one row per case (recall_eval.frame; columns in README), with
+        `outcome`/`passed` the run's headline verdict (Run.scoring; recall_eval.frame.headline_frame)."""
+        return headline_frame(frame_of([(self.run, self.results)]), self.run.scoring)
 
     @property
     def passes(self) -> int:

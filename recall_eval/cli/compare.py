@@ -85,6 +85,7 @@ def compare(
     open_report: Annotated[
         bool, typer.Option("--open", help="Open the compare report in the browser.")
     ] = False,
+    scoring: opt.Scoring = None,
     fail_under: Annotated[
         str | None,
         typer.Option(
@@ -131,6 +132,7 @@ def compare(
         capture_indexer=capture_indexer,
         fail_under=fail_under,
         fail_on_regression=fail_on_regression,
+        scoring=scoring,
     )
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     try:

@@ -55,5 +55,5 @@ class ConsoleHooks(Hooks):
         )
 
     def run_done(self, record: RunRecord) -> None:
-        summary = summary_line(list(record.results))
+        summary = summary_line(list(record.results), record.run.scoring)
         self.console.print(f"{record.variant}: {summary}" if self.label_runs else summary, highlight=False)

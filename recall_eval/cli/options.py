@@ -94,3 +94,11 @@ ReasoningEffort = Annotated[
 ]
 ChatTemplateKwargs = Annotated[str | None, flag(RequestOptions, "chat_template_kwargs", metavar="JSON")]
 ExtraBody = Annotated[str | None, flag(RequestOptions, "extra_body", metavar="JSON")]
+Scoring = Annotated[
+    str | None,
+    typer.Option(
+        "--scoring",
+        help="Headline verdict of the console, report and --fail-under: lenient (RULER-compatible: the "
+        "expected value appears) or strict (the answer commits to it); both are stored. (default: lenient)",
+    ),
+]

@@ -11,7 +11,7 @@ from recall_eval import api
 from recall_eval.api.records import REPORT_FILE
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, summary_line
-from recall_eval.cli.options import OpenReport
+from recall_eval.cli.options import OpenReport, Scoring
 
 
 @app.command()
@@ -21,11 +21,14 @@ def report(
         typer.Argument(help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...)."),
     ],
     open_report: OpenReport = False,
+    scoring: Scoring = None,
 ) -> None:
     """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path."""
-    path = api.render_report(run_dir)
+    path = api.render_report(run_dir, scoring)
     print(path)
     if path.name == REPORT_FILE:  # a run, not a compare
-        console.print(summary_line(list(api.load_run(run_dir).results)), highlight=False)
+        record = api.load_run(run_dir)
+        line = summary_line(list(record.results), scoring or record.run.scoring)
+        console.print(line, markup=False, highlight=False)
     if open_report:
         open_in_browser(path)

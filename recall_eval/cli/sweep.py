@@ -77,6 +77,7 @@ def sweep(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Do not render the report at the end.")
     ] = False,
+    scoring: opt.Scoring = None,
     fail_under: Annotated[
         str | None,
         typer.Option(
@@ -134,6 +135,7 @@ def sweep(
         out=out,
         capture_indexer=capture_indexer,
         render_report=not no_report,
+        scoring=scoring,
     )
     if resume is None and (retry or stop_leftovers):
         raise BadInput(
@@ -158,7 +160,7 @@ def sweep(
         print(record.report)
         if open_report:
             open_in_browser(record.report)
-    ending = verdict(record.results, gate)
+    ending = verdict(record.results, gate, scoring=record.run.scoring)
     for line in ending.lines:
         console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
     if ending.exit_code:

@@ -105,7 +105,7 @@ def test_heatmap_visible_and_numbers_match_results(run_dir: Path, tmp_path: Path
     low, high = wilson_interval(passes, answered)
     shown = f"{100 * passes / answered:.1f}%"
     assert shown in card.text and f"{100 * low:.1f}%–{100 * high:.1f}%" in card.text
-    assert f"{passes} of {answered} answered" in card.text
+    assert f"{passes} passed of {answered} answered" in card.text
     for row in dom.find_all("tr", cls="outcome-count"):
         outcome = row.attrs["data-outcome"]
         assert int(row.attrs["data-count"]) == sum(r["outcome"] == outcome for r in rows), outcome
