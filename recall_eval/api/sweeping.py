@@ -351,8 +351,11 @@ def resume(
     check_request(options.request)
     retry = parse_retry(_spec_text(options.retry)) if options.retry else frozenset()
     store = RunStore.open(Path(run_dir))
+    if store.run.status == "finished" and not retry:  # every case ran: nothing to send, no server
+        hooks.note(f"run {store.run.run_id} already finished: nothing to resume, report rendered again")
+        return finished_record(store, hooks, options.render_report)
     handle_leftovers(store, options.stop_leftovers, hooks)
-    store, profile = _reopen(Path(run_dir), options)
+    store, profile = _reopen(store.path, options)
     auth = request_auth(options.request)
     if store.run.spec.api_key_used and not auth.api_key:
         hooks.note(

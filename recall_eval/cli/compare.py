@@ -11,11 +11,10 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from recall_eval import api
 from recall_eval.cli import options as opt
-from recall_eval.cli.app import app, console
+from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import UserError
@@ -39,6 +38,7 @@ def compare(
     variants: Annotated[
         list[str],
         typer.Argument(
+            metavar="VARIANT...",
             help="Variants: profile overrides (fp8, bf16, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768), "
             "request knobs (effort=high, think=on, think=off), a profile name (dsv4-flash), or both "
             "(dsv4-flash:bf16,topk=1024). With --base-url: labels (knob-only labels still apply their knobs).",
@@ -138,23 +138,23 @@ def compare(
     try:
         record = api.compare(variants, options, hooks=ConsoleHooks(console, label_runs=True), command=command)
     except api.RunInterrupted as stop:
-        console.print(
-            f"[yellow]interrupted[/yellow] in variant {stop.label}: rerun the same compare to resume "
-            f"(or {resume_command(stop.run_dir)})",
-            highlight=False,
+        say(
+            f"in variant {stop.label}: rerun the same compare to resume (or {resume_command(stop.run_dir)})",
+            interrupted_word(),
+            "yellow",
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupted_exit_code()) from None
     except api.RunStopped as stop:
         if stop.gave_up:
             raise UserError(f"variant {stop.label!r}: {stop}; rerun the same compare to resume") from stop
         raise UserError(f"variant {stop.label!r}: {stop}", stop.exit_code) from stop
-    console.print(f"compare directory: {record.path}", highlight=False)
+    say(f"compare directory: {record.path}")
     for line in paired_lines(record.pairs):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line)
     print(record.report)
     if open_report:
         open_in_browser(record.report)
     for line in record.verdict.lines:
-        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+        say(line, style="red")
     if record.verdict.exit_code:
         raise typer.Exit(record.verdict.exit_code)

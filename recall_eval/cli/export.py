@@ -18,7 +18,9 @@ from recall_eval.frame import EXPORT_FORMATS, export_frame
 def export(
     runs: Annotated[
         list[Path],
-        typer.Argument(help="Run directories (runs/<run-id>); a compare directory stands for its runs."),
+        typer.Argument(
+            metavar="RUN...", help="Run directories (runs/<run-id>); a compare directory stands for its runs."
+        ),
     ],
     fmt: Annotated[
         str | None, typer.Option("--format", "-f", help=f"One of {', '.join(EXPORT_FORMATS)}. (default: csv)")
@@ -42,4 +44,5 @@ def export(
         sys.stdout.flush()
         return
     runs = frame["run_id"].nunique()
-    console.print(f"{len(frame):,} cases from {runs} run{'s' if runs != 1 else ''} → {out}", highlight=False)
+    plural = "s" if runs != 1 else ""
+    console.print(f"{len(frame):,} cases from {runs} run{plural} → {out}", highlight=False, markup=False)

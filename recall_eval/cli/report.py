@@ -18,7 +18,10 @@ from recall_eval.cli.options import OpenReport, Scoring
 def report(
     run_dir: Annotated[
         Path,
-        typer.Argument(help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...)."),
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...).",
+        ),
     ],
     open_report: OpenReport = False,
     scoring: Scoring = None,

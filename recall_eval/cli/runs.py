@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from recall_eval import api
 from recall_eval.api.reading import CompareEntry, leftover_servers, stop_leftover_server
@@ -157,7 +158,7 @@ def runs(
         return
     out = _console()
     if not stored and not compared:
-        out.print(f"no runs in {root}")
+        out.print(f"no runs in {root}", markup=False)
         return
     if stored:
         table = Table(title=f"runs in {root}")
@@ -197,10 +198,15 @@ def _report_leftovers(out: Console, leftovers: dict[str, list[Leftover]], stop: 
         for leftover in found:
             if not stop:
                 out.print(
-                    f"[yellow]leftover:[/yellow] run {run_id}: {leftover.describe()}; "
-                    "stop it with `recall-eval runs --stop-leftovers`"
+                    Text.assemble(
+                        ("leftover:", "yellow"),
+                        f" run {run_id}: {leftover.describe()}; stop it with `recall-eval runs --stop-leftovers`",
+                    )
                 )
             elif stop_leftover_server(leftover):
-                out.print(f"stopped: run {run_id}: {leftover.describe().replace(' is still running', '')}")
+                out.print(
+                    f"stopped: run {run_id}: {leftover.describe().replace(' is still running', '')}",
+                    markup=False,
+                )
             else:
-                out.print(f"[red]could not stop[/red] run {run_id}: {leftover.describe()}")
+                out.print(Text.assemble(("could not stop", "red"), f" run {run_id}: {leftover.describe()}"))

@@ -24,7 +24,9 @@ def _log_dir(profile_name: str, log_dir: Path | None) -> Path:
 
 @app.command()
 def serve(
-    profile: Annotated[str, typer.Argument(help="Profile to launch (see `recall-eval profiles`).")],
+    profile: Annotated[
+        str, typer.Argument(metavar="PROFILE", help="Profile to launch (see `recall-eval profiles`).")
+    ],
     index_k_dtype: Annotated[
         str | None, typer.Option("--index-k-dtype", help="Override: fp8, bf16 or fp4.")
     ] = None,

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 import suites
 from recall_eval import api
 from recall_eval.api.options import DEFAULT_GRID, DEFAULT_VARIANT
 from recall_eval.api.sweeping import resume_options
 from recall_eval.cli import options as opt
-from recall_eval.cli.app import app, console
+from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import BadInput, UserError
@@ -150,8 +149,8 @@ def sweep(
         else:
             record = api.sweep(options, hooks=hooks)
     except api.RunInterrupted as stop:
-        console.print(f"[yellow]interrupted[/yellow]: resume with: {resume_command(stop.run_dir)}")
-        raise typer.Exit(130) from None
+        say(f"resume with: {resume_command(stop.run_dir)}", f"{interrupted_word()}:", "yellow")
+        raise typer.Exit(interrupted_exit_code()) from None
     except api.RunStopped as stop:
         raise _stopped_error(stop) from stop
     if record.report is None or no_report:
@@ -162,7 +161,7 @@ def sweep(
             open_in_browser(record.report)
     ending = verdict(record.results, gate, scoring=record.run.scoring)
     for line in ending.lines:
-        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+        say(line, style="red")
     if ending.exit_code:
         raise typer.Exit(ending.exit_code)
 
