@@ -17,10 +17,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from recall_eval.exit_codes import RecallGate
 from recall_eval.types import RunSpec
+
+if TYPE_CHECKING:  # exit_codes needs pandas; the CLI's --help reads these options without it
+    from recall_eval.exit_codes import RecallGate
 
 _Options = TypeVar("_Options")
 

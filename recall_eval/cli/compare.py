@@ -15,14 +15,13 @@ import typer
 from recall_eval import api
 from recall_eval.cli import options as opt
 from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
-from recall_eval.cli.common import open_in_browser, resume_command
-from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import UserError
-from recall_eval.formatting import format_p
 
 
 def paired_lines(pairs: list[dict]) -> list[str]:
     """One line per variant against the first: the flips each way and the exact McNemar p-value."""
+    from recall_eval.formatting import format_p
+
     lines = []
     for pair in pairs:
         test = pair["overall"]
@@ -111,6 +110,9 @@ def compare(
     Exit codes: 0 finished (and every gate met); 1 could not run or stopped early; 2 bad input;
     3 a variant got no answer from a live model; 4 below --fail-under or a --fail-on-regression drop;
     130 interrupted."""
+    from recall_eval.cli.common import open_in_browser, resume_command
+    from recall_eval.cli.display import ConsoleHooks
+
     options = api.CompareOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens

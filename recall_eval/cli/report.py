@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 
 from recall_eval import api
-from recall_eval.api.records import REPORT_FILE
 from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, summary_line
 from recall_eval.cli.options import OpenReport, Scoring
 
 
@@ -27,6 +25,9 @@ def report(
     scoring: Scoring = None,
 ) -> None:
     """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path."""
+    from recall_eval.api.records import REPORT_FILE
+    from recall_eval.cli.common import open_in_browser, summary_line
+
     path = api.render_report(run_dir, scoring)
     print(path)
     if path.name == REPORT_FILE:  # a run, not a compare

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from recall_eval import api
-from recall_eval.api.reading import CompareEntry, leftover_servers, stop_leftover_server
 from recall_eval.cli.app import app
 from recall_eval.formatting import percent
 from recall_eval.store import runs_home
@@ -21,6 +20,7 @@ from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
     from launchers.server_records import Leftover
+    from recall_eval.api.reading import CompareEntry
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
@@ -139,6 +139,8 @@ def runs(
 ) -> None:
     """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
     recall, created) and compare directories (variants and their runs)."""
+    from recall_eval.api.reading import leftover_servers
+
     root = home if home is not None else runs_home()
     stored, compared = api.runs(root), api.compares(root)
     leftovers = {record.run_id: leftover_servers(record.path) for record in stored}
@@ -194,6 +196,8 @@ def _leftover_json(leftover: Leftover) -> dict[str, Any]:
 
 def _report_leftovers(out: Console, leftovers: dict[str, list[Leftover]], stop: bool) -> None:
     """One line per server that outlived its harness: stopped with --stop-leftovers, else how to."""
+    from recall_eval.api.reading import stop_leftover_server
+
     for run_id, found in leftovers.items():
         for leftover in found:
             if not stop:

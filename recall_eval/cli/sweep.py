@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-import suites
 from recall_eval import api
 from recall_eval.api.options import DEFAULT_GRID, DEFAULT_VARIANT
-from recall_eval.api.sweeping import resume_options
 from recall_eval.cli import options as opt
 from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.common import open_in_browser, resume_command
-from recall_eval.cli.display import ConsoleHooks
 from recall_eval.errors import BadInput, UserError
-from recall_eval.exit_codes import RecallGate, parse_fail_under, verdict
-from recall_eval.grid import parse_suites
-from recall_eval.store import RunStore
+
+if TYPE_CHECKING:
+    from recall_eval.exit_codes import RecallGate
 
 
 @app.command()
@@ -104,6 +101,10 @@ def sweep(
 
     Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
     3 no case got an answer from a live model; 4 recall below --fail-under; 130 interrupted."""
+    from recall_eval.api.sweeping import resume_options
+    from recall_eval.cli.display import ConsoleHooks
+    from recall_eval.exit_codes import verdict
+
     options = api.SweepOptions(
         grid=api.GridOptions(
             suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
@@ -168,6 +169,11 @@ def sweep(
 
 def _gate(fail_under: str | None, resume: Path | None, suite: str | None) -> RecallGate | None:
     """--fail-under against the run's suites (a resumed run's own, else --suite or the default)."""
+    import suites
+    from recall_eval.exit_codes import parse_fail_under
+    from recall_eval.grid import parse_suites
+    from recall_eval.store import RunStore
+
     if fail_under is None:
         return None
     if resume is not None:
