@@ -293,13 +293,13 @@ def tokenizers_used(data: ResultsLike) -> dict[str, int]:
 
 
 def off_target(data: ResultsLike) -> list[tuple[str, str]]:
-    """(case id, what the server counted) for every case sent more than 1% (>= 8 tokens) off its target
-    length, by the server's own count (the runner sets length_off_target)."""
+    """(suite, depth and case id; what the server counted) for every case sent more than 1% (>= 8 tokens)
+    off its target length, by the server's own count (the runner sets length_off_target)."""
     frame = as_frame(data)
     off = frame[frame["length_off_target"] & frame["length_error_tokens"].notna()]
     return [
         (
-            row.case_id,
+            f"{row.suite} · depth {row.depth_percent:g}% · {row.case_id}",
             f"target {row.target_tokens}, server counted {row.server_prompt_tokens} ({row.length_error_tokens:+d})",
         )
         for row in off.itertuples()
