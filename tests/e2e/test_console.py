@@ -1,0 +1,89 @@
+"""What a user reads on the console: plain text (no markup eats brackets), one exit code per kind of
+bad input, help without typer's internals, a cheap --help, and a Python API that is not silent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from recall_eval.cli.export import FORMATS_HELP
+from recall_eval.frame import EXPORT_FORMATS
+from tests.e2e.cli import REPO, cli_env, run_cli
+from tests.e2e.served_process import free_port, start_served
+
+SERVER = Path(__file__).with_name("self_describing_server.py")
+
+
+def test_error_text_keeps_its_brackets():
+    done = run_cli("sweep", "--lengths", "[bold]1000")
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip() == "error: --lengths '[bold]1000': '[bold]1000' is not a whole number of tokens"
+    )
+
+
+def test_wrong_override_value_is_named_not_dumped():
+    done = run_cli("sweep", "--index-k-dtype", "fp16")
+    assert done.returncode == 2
+    assert "index_k_dtype='fp16'" in done.stderr and "{" not in done.stderr
+
+
+def test_a_directory_without_a_run_is_bad_input_for_export_and_report(tmp_path):
+    for command in ("export", "report"):
+        done = run_cli(command, str(tmp_path))
+        assert done.returncode == 2, (command, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_help_shows_argument_names_not_python_types():
+    for command in ("compare", "export", "report", "plan", "serve", "profiles"):
+        text = run_cli(command, "--help").stdout
+        assert "<list[" not in text and "{" not in text.splitlines()[0], (command, text[:300])
+    assert "Usage: recall-eval compare [OPTIONS] VARIANT..." in run_cli("compare", "--help").stdout
+    assert "Usage: recall-eval export [OPTIONS] RUN..." in run_cli("export", "--help").stdout
+
+
+def test_export_help_lists_the_formats_frame_writes():
+    assert FORMATS_HELP == ", ".join(EXPORT_FORMATS)
+
+
+def test_help_imports_nothing_heavy():
+    """--help and --version stay cheap only while start-up imports no pandas, scipy, matplotlib, httpx
+    (the CPU cost itself is a benchmark: tests/benchmarks/bench_startup.py)."""
+    probe = (
+        "import sys\nfrom recall_eval.cli import main\nsys.argv = ['recall-eval', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('HEAVY:' + ','.join(m for m in ('pandas', 'scipy', 'matplotlib', 'httpx', 'jinja2') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=cli_env(), cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY:"
+
+
+def test_python_api_says_what_it_does(tmp_path):
+    """A script that configured no logging still sees notes and progress on stderr."""
+    port = free_port()
+    server = start_served([sys.executable, str(SERVER), str(port), "bare"], tmp_path / "server.log", port)
+    script = (
+        "from recall_eval import api\n"
+        f"api.sweep(base_url={server.base_url!r}, lengths='200', depths='0,50,100', trials=1, out={str(tmp_path)!r})\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=cli_env(),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("recall-eval: ")]
+    assert any("calibrating 3 cases" in line for line in lines), done.stderr
+    assert any("3/3 cases done, 3 passed" in line for line in lines), done.stderr
+    assert any("3 passed of 3 answered" in line for line in lines), done.stderr
