@@ -273,6 +273,8 @@ def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     seen: set[Path] = set()
     for item in paths:
         path = Path(item)
+        if path.name in (RUN_FILE, COMPARE_FILE) and path.is_file():  # the file names its directory
+            path = path.parent
         if (path / RUN_FILE).is_file():
             named = [path]
         elif (path / COMPARE_FILE).is_file():
