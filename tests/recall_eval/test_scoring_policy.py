@@ -135,3 +135,29 @@ def test_echo_needs_the_filler_not_the_fact():
     )
     assert (scored.outcome, scored.strict_outcome) == ("pass", "miss")
     assert "echoes the prompt" in scored.strict_why
+
+
+def test_readme_examples_follow_the_policy():
+    """Every backticked answer in README's scoring table gets the verdicts the table states."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Scoring") : readme.index("## Why a miss happened")]
+    rows = re.findall(r"^\| (.+) \| (pass|miss) \| (pass|miss) \|$", section, flags=re.M)
+    assert len(rows) >= 10
+    checked = 0
+    case = needle_case()
+    for answers, lenient, strict in rows:
+        for double, single in re.findall(r"`` (.+?) ``|`([^`]+)`", answers):
+            answer = double or single
+            scored = score_completion(
+                Completion(text=answer, finish_reason="stop"),
+                case.expected,
+                case.distractors,
+                PromptText(case),
+            )
+            assert (scored.outcome, scored.strict_outcome) == (lenient, strict), answer
+            checked += 1
+    assert checked >= 15
+    assert f"The full table ({len(TABLE)} answers)" in section
