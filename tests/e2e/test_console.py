@@ -87,3 +87,29 @@ def test_python_api_says_what_it_does(tmp_path):
     assert any("calibrating 3 cases" in line for line in lines), done.stderr
     assert any("3/3 cases done, 3 passed" in line for line in lines), done.stderr
     assert any("3 passed of 3 answered" in line for line in lines), done.stderr
+
+
+def test_piped_output_is_not_wrapped_at_80_columns(tmp_path):
+    """Piped (no terminal, no COLUMNS), every line stays whole: the error line and the sweep's summary."""
+    env = {key: value for key, value in cli_env().items() if key != "COLUMNS"}
+    entry = [sys.executable, "-c", "import sys; from recall_eval.cli import main; main()"]
+    name = "a-profile-name-long-enough-to-push-the-error-line-well-past-eighty-columns"
+    done = subprocess.run(
+        [*entry, "sweep", "--profile", name], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and name in lines[0], done.stderr
+
+    port = free_port()
+    server = start_served([sys.executable, str(SERVER), str(port), "bare"], tmp_path / "server.log", port)
+    try:
+        done = subprocess.run(
+            [*entry, "sweep", "--base-url", server.base_url, "--lengths", "200", "--depths", "0,100",
+             "--trials", "1", "--suite", "needle,config", "--out", str(tmp_path)],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    (summary,) = [line for line in done.stderr.splitlines() if line.startswith("recall pooled ")]
+    assert len(summary) > 100 and "effective length" in summary and "passed of" in summary
