@@ -10,7 +10,7 @@ The stream is read as untrusted bytes: invalid UTF-8 and lone surrogates become 
 event, a body that is not an event stream, a dropped connection, a stall past the idle limit or an
 answer past MAX_ANSWER_CHARS each raise RequestFailed (recall_eval.transport) with what arrived so
 far as `partial`, never anything else (the stream reader is recall_eval.event_stream). Retries (429/502/503/504, connection) go through
-transport.with_retries.
+recall_eval.retry.with_retries.
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from typing import Any, TypeVar
 import httpx
 
 from recall_eval.event_stream import clean_text, excerpt, read_event_stream
+from recall_eval.retry import RetryPolicy, with_retries
 from recall_eval.transport import (
     RequestFailed,
-    RetryPolicy,
     Timeouts,
     classify_error_message,
-    with_retries,
 )
 from recall_eval.types import ChatMessage, Completion, Endpoint
 
@@ -188,7 +187,7 @@ class ChatClient:
         max_tokens: int,
         give_up: Callable[[], bool] | None = None,
     ) -> Completion:
-        """One completion with retries on transient failures (see transport.with_retries).
+        """One completion with retries on transient failures (see recall_eval.retry.with_retries).
 
         give_up() is asked before each retry: True (e.g. the server process died) stops retrying.
         """

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from recall_eval.errors import BadInput
-from recall_eval.frame import frame_of, headline_frame
-from recall_eval.stats import recall_table
 from recall_eval.types import INFRA_OUTCOMES, Result
+
+if TYPE_CHECKING:  # pandas and scipy load when a run is judged, not when the options are declared
+    import pandas as pd
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -112,6 +112,9 @@ def verdict(
     where: what every line starts with (compare: "variant B, "); sweep leaves it empty. scoring: the
     headline verdict the recall is computed with (recall_eval.frame.headline_frame)."""
     results = list(results)
+    from recall_eval.frame import frame_of, headline_frame
+    from recall_eval.stats import recall_table
+
     frame = headline_frame(frame_of([(None, results)]), scoring)
     overall = recall_table(frame).iloc[0]
     if overall["answered"] == 0:

@@ -42,7 +42,7 @@ def make_http_client(
     auth: ServerAuth | None = None, timeouts: Timeouts | None = None, max_connections: int = 256
 ) -> RunClient:
     """The client for one run: auth and headers on every request, connect timeout only (the stream
-    reader and transport.with_retries own the rest); HTTP(S)_PROXY are honoured (httpx's trust_env)."""
+    reader and recall_eval.retry.with_retries own the rest); HTTP(S)_PROXY are honoured (httpx's trust_env)."""
     limits = timeouts or Timeouts()
     headers = (auth or ServerAuth()).http_headers()
     client = RunClient(

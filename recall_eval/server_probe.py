@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 
 from recall_eval.errors import BadInput, UserError
-from recall_eval.transport import auth_failure
+from recall_eval.retry import RetryPolicy, with_retries
+from recall_eval.transport import TRANSIENT_STATUS, RequestFailed, auth_failure, status_failure
 
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_len", "max_context_length")
 
@@ -38,13 +39,34 @@ def _first_int(data: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     return None
 
 
+PROBE_RETRY = RetryPolicy(attempts=3, backoff_s=0.25)  # a server that is down is said within a second
+
+
+async def _get(http: httpx.AsyncClient, url: str) -> httpx.Response:
+    """GET with the probe's retries (recall_eval.retry): transient answers and dropped connections."""
+
+    async def once() -> httpx.Response:
+        response = await http.get(url, timeout=10)
+        if response.status_code in TRANSIENT_STATUS:
+            raise status_failure(
+                response.status_code, response.reason_phrase, response.headers.get("retry-after")
+            )
+        return response
+
+    return await with_retries(once, PROBE_RETRY)
+
+
 async def probe_server(base_url: str, http: httpx.AsyncClient, model: str | None = None) -> ServerFacts:
     """Ask /v1/models (required) and /server_info (optional). Unreachable: a one-line UserError."""
     root = base_url.rstrip("/")
     try:
-        response = await http.get(f"{root}/v1/models", timeout=10)
-    except httpx.TransportError as err:
-        reason = type(err).__name__
+        response = await _get(http, f"{root}/v1/models")
+    except RequestFailed as err:
+        if err.kind != "connection":  # 429 or 5xx after the retries
+            raise UserError(
+                f"{root}/v1/models answered {err}; is the server starting or overloaded?"
+            ) from err
+        reason = str(err).split(":")[0]
         raise UserError(
             f"cannot reach {root} ({reason}): is the server running? Check --base-url, or omit it to "
             "launch the embedded reference engine"

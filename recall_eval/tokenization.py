@@ -21,7 +21,8 @@ from typing import Any, Protocol
 import httpx
 
 from recall_eval.errors import AuthFailed, UserError
-from recall_eval.transport import RequestFailed, RetryPolicy, auth_failure, with_retries
+from recall_eval.retry import RetryPolicy, with_retries
+from recall_eval.transport import RequestFailed, auth_failure
 from recall_eval.types import ChatMessage, Endpoint
 
 SERVER_TOKENIZER_NAME = "server:/v1/tokenize"

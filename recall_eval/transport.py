@@ -7,27 +7,21 @@
   gap between two chunks of a stream (a stalled stream is cut long before the total), and the total.
   httpx's own read timeout is off: a server may hold the response headers until its first token, so
   the stream reader applies the first-token and idle limits itself (recall_eval.chat_client).
-- with_retries() is the one retry loop: transient answers (429, 502, 503, 504) and failed or dropped
-  connections are retried with exponential backoff, honouring Retry-After, a bounded number of times.
-  httpx's transport retries cover connect errors only, so this sits above it.
+- What a failure is: RequestFailed with its kind, is_transient() for those worth retrying, the
+  Retry-After a server sent. How they are retried is recall_eval.retry, the one retry policy.
 """
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
-
-import httpx
+from typing import Literal
 
 from recall_eval.errors import AuthFailed
-
-_T = TypeVar("_T")
 
 KEY_ENV_VARS = ("RECALL_EVAL_API_KEY", "OPENAI_API_KEY")
 TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
@@ -142,13 +136,6 @@ class Timeouts:
         return cls(connect_s=min(10.0, total_s), first_token_s=total_s, idle_s=idle, total_s=total_s)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 4  # first try included
-    backoff_s: float = 0.5  # doubled after each failure
-    max_wait_s: float = 30.0  # a Retry-After longer than this is cut to it
-
-
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
     """Retry-After as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3); None if absent/bad."""
     if not value:
@@ -195,41 +182,3 @@ def is_transient(failure: RequestFailed) -> bool:
     if failure.kind == "connection":
         return True
     return failure.kind == "server" and (failure.status is None or failure.status in TRANSIENT_STATUS)
-
-
-async def with_retries(
-    once: Callable[[], Awaitable[_T]],
-    policy: RetryPolicy,
-    total_s: float | None = None,
-    give_up: Callable[[], bool] | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> _T:
-    """once() (bounded by total_s each try), retried on transient failures (see is_transient).
-
-    give_up() is asked before each retry: True (e.g. the server process died) stops retrying.
-    A transport error from httpx becomes a `connection` failure; the total limit a `timeout`.
-    """
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            async with asyncio.timeout(total_s):
-                return await once()
-        except TimeoutError as err:
-            raise RequestFailed(
-                "timeout", f"no complete answer within {total_s:g}s", attempts=attempt
-            ) from err
-        except httpx.TransportError as err:
-            failure = RequestFailed("connection", f"{type(err).__name__}: {err}".strip(), attempts=attempt)
-            cause: BaseException = err
-        except RequestFailed as err:
-            failure, cause = err, err
-        failure.attempts = attempt
-        if not is_transient(failure) or attempt >= policy.attempts or (give_up is not None and give_up()):
-            if failure is cause:
-                raise failure
-            raise failure from cause
-        wait = policy.backoff_s * 2 ** (attempt - 1)
-        if failure.retry_after_s is not None:
-            wait = max(wait, failure.retry_after_s)
-        await sleep(min(wait, policy.max_wait_s))

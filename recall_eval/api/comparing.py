@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recall_eval.api.gating import compare_gate, gate_compare
+from recall_eval.api.gating import gate_compare, recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
@@ -345,7 +345,7 @@ def compare(
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, capture_indexer=options.capture_indexer)
     check_lengths_of(spec)
-    gate = compare_gate(options.fail_under, spec.suites)
+    gate = recall_gate(options.fail_under, spec.suites)
     planned = [
         PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
         for p in plan_variants(

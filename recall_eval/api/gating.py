@@ -1,4 +1,5 @@
-"""The CI gate of a compare: --fail-under on every variant and --fail-on-regression against the first.
+"""The CI gates: --fail-under of a sweep or resume, and of a compare on every variant, and a compare's
+--fail-on-regression against the first variant.
 
 The regression test is the compare report's own: the exact McNemar test on paired cases
 (recall_eval.stats.paired_test, per suite as the report's table shows it) at the one alpha
@@ -19,8 +20,9 @@ from recall_eval.stats import recall_table
 OVERALL = "overall"
 
 
-def compare_gate(fail_under: str | RecallGate | None, suites: Sequence[str]) -> RecallGate | None:
-    """--fail-under of a compare, checked against the compare's suites (BadInput before anything starts)."""
+def recall_gate(fail_under: str | RecallGate | None, suites: Sequence[str]) -> RecallGate | None:
+    """--fail-under of a sweep, resume or compare, checked against its suites (BadInput before anything
+    starts)."""
     if fail_under is None or isinstance(fail_under, RecallGate):
         return fail_under
     return parse_fail_under(fail_under, suites)

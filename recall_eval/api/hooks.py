@@ -35,6 +35,7 @@ def _visible_log() -> None:
     if log.level == logging.NOTSET:
         log.setLevel(logging.INFO)
 
+
 NoteLevel = Literal["info", "warning"]
 
 

@@ -1,14 +1,26 @@
-"""Options of sweep, compare and resume as typed objects; `None` means "not given".
+"""Every option of the library and the CLI, declared once, as typed options objects; `None` = "not given".
 
-Each group is a frozen dataclass whose fields all default to None. The defaults live once, in the
-DEFAULT_* instances below (the same classes, filled in); `resolved()` fills the unset fields from them
-and the CLI's help text quotes them. A field's `metadata["flag"]` is its command-line spelling, used
-in error messages and in the CLI.
+One declaration per option: a field made by `option(flag, help, ...)` carries the option's command-line
+name, the type it has there, its default, its help, and (being a field) the options object it fills.
+The library reads the fields; `resolved()` fills the unset ones from the declared defaults; the CLI
+builds every command's typer parameters from the same declarations (recall_eval.cli.options), so
+`--help`, the defaults and the library cannot drift apart. Options are grouped by what they change:
+GridOptions (which cases), RequestOptions (how requests are sent; a resume may change them),
+TargetOptions (which server: a profile with overrides, or a running one). SweepOptions,
+CompareOptions and ResumeOptions hold the groups plus their own options; a command takes a whole
+object, or some of its fields (`only(...)`, see recall_eval.cli.options).
 
-To add an option: add a field to the group it belongs to (GridOptions: which cases; RequestOptions: how
-requests are sent; TargetOptions: which server), give it a default in the DEFAULT_* instance if it has
-one, read it where it takes effect, and add the matching typer option in the CLI command. A field name
-must be unique across the groups: `api.sweep(name=value)` routes flat keywords to the group holding it.
+How to add an option (touches this module, the code that reads it, and its test):
+1. Add a field to the group it belongs to, made by `option()`: flag, help (a phrase; the CLI makes it
+   a sentence and appends the default), `default=` when it has one, `cli=` for the type it has on the
+   command line (str unless said), `metavar=` when useful. A field name is unique across the groups:
+   `api.sweep(name=value)` routes flat keywords to the group holding it.
+2. Read it where it takes effect in the library (a request knob: recall_eval.api.sweeping puts the
+   RequestOptions into the RunSpec; a setting of the HTTP client: recall_eval.api.targets).
+3. Every command taking that group has the flag now; test it through the library or the CLI, and say
+   in README how to use it.
+An option two objects share (e.g. --fail-under of sweep and compare) is one function below that
+returns its field, called in both.
 """
 
 from __future__ import annotations
@@ -17,96 +29,223 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from recall_eval.exit_codes import RecallGate  # light: it imports pandas and scipy only when judging
 from recall_eval.types import RunSpec
-
-if TYPE_CHECKING:  # exit_codes needs pandas; the CLI's --help reads these options without it
-    from recall_eval.exit_codes import RecallGate
 
 _Options = TypeVar("_Options")
 
 
-def option(flag: str, doc: str, no_default: bool = False) -> Any:
-    """A field that is unset (None) by default; `flag` is its command-line name, `doc` its meaning.
-    no_default: unset stays unset (an API key, a header, a request knob): no DEFAULT_* value."""
-    return field(default=None, metadata={"flag": flag, "doc": doc, "no_default": no_default})
+@dataclass(frozen=True)
+class Declared:
+    """What a field declares about its option (dataclasses.Field.metadata["option"])."""
+
+    flag: str  # the command-line name ("--trials"; "--report/--no-report" for an on/off pair)
+    help: str  # what it means, a phrase
+    default: Any = None  # the value when not given (None: unset stays unset)
+    cli: Any = str  # its type on the command line (str, int, float, Path, bool, list[str])
+    metavar: str | None = None
+    default_text: str | None = None  # the default as --help shows it, when not str(default)
+
+    @property
+    def name(self) -> str:
+        """The flag's first spelling ('--report/--no-report' -> '--report')."""
+        return self.flag.split("/")[0]
+
+
+def option(
+    flag: str,
+    help: str,
+    *,
+    default: Any = None,
+    cli: Any = str,
+    metavar: str | None = None,
+    default_text: str | None = None,
+) -> Any:
+    """A declared option: unset (None) until given, `default` when resolved. An on/off option
+    (cli=bool) holds its default from the start (False or True), as a flag does."""
+    declared = Declared(flag, help, default, cli, metavar, default_text)
+    start = default if cli is bool else None
+    return field(default=start, metadata={"option": declared})
+
+
+def declared(options: type | object, name: str) -> Declared | None:
+    for item in dataclasses.fields(options):  # type: ignore[arg-type]
+        if item.name == name:
+            return item.metadata.get("option")
+    raise KeyError(name)
 
 
 def flag_of(options: type | object, name: str) -> str:
     """The command-line spelling of an options field (e.g. request_timeout_s -> --request-timeout)."""
-    for item in dataclasses.fields(options):  # type: ignore[arg-type]
-        if item.name == name:
-            return item.metadata.get("flag", "--" + name.replace("_", "-"))
-    raise KeyError(name)
+    found = declared(options, name)
+    return found.name if found is not None else "--" + name.replace("_", "-")
 
 
 def given(options: object) -> list[str]:
-    """Names of the fields that are set (not None, not False)."""
-    return [
-        item.name
-        for item in dataclasses.fields(options)  # type: ignore[arg-type]
-        if getattr(options, item.name) not in (None, False)
-    ]
+    """Names of the declared fields that are given (not None, not their on/off default)."""
+    names = []
+    for item in dataclasses.fields(options):  # type: ignore[arg-type]
+        found = item.metadata.get("option")
+        value = getattr(options, item.name)
+        if found is None or value is None or (found.cli is bool and value == found.default):
+            continue
+        names.append(item.name)
+    return names
 
 
-def resolved(options: _Options, defaults: _Options) -> _Options:
-    """`options` with every unset (None) field taken from `defaults`."""
+def defaults(options: type[_Options]) -> _Options:
+    """The options object with every declared default filled in."""
     fills = {
-        item.name: getattr(defaults, item.name)
+        item.name: item.metadata["option"].default
+        for item in dataclasses.fields(options)  # type: ignore[arg-type]
+        if "option" in item.metadata
+    }
+    return options(**fills)
+
+
+def resolved(options: _Options, defaults_of: _Options | None = None) -> _Options:
+    """`options` with every unset (None) field taken from `defaults_of` (default: the declarations)."""
+    base = defaults_of if defaults_of is not None else defaults(type(options))
+    fills = {
+        item.name: getattr(base, item.name)
         for item in dataclasses.fields(options)  # type: ignore[arg-type]
         if getattr(options, item.name) is None
     }
     return dataclasses.replace(options, **fills)  # type: ignore[type-var]
 
 
+def _spec_default(name: str) -> Any:
+    """RunSpec's own default for a field (types.py documents each stored field once, with its default)."""
+    return RunSpec.model_fields[name].default
+
+
+# ---- options two objects share: one declaration each ---------------------------------------------
+
+
+def _profile() -> Any:
+    return option("--profile", "server profile to launch (see `recall-eval profiles`)", default="reference")
+
+
+def _profiles_file() -> Any:
+    return option("--profiles-file", "TOML file with more profiles", cli=Path)
+
+
+def _scoring() -> Any:
+    return option(
+        "--scoring",
+        "headline verdict of the console, report and --fail-under: lenient (RULER-compatible: the expected "
+        "value appears) or strict (the answer commits to it); both are stored",
+        default="lenient",
+        default_text="lenient; for `report`, what the run or compare chose",
+        metavar="lenient|strict",
+    )
+
+
+def _model() -> Any:
+    return option(
+        "--model", "model name to send to --base-url", default_text="the first one served", metavar="NAME"
+    )
+
+
+def _capture_indexer() -> Any:
+    return option(
+        "--capture-indexer",
+        "ask SGLang's /generate for the DSA indexer's selections and record, per indexer layer, whether "
+        "the needle was selected (misses get a cause: selection or generation)",
+        cli=bool,
+        default=False,
+    )
+
+
+def _fail_under() -> Any:
+    return option(
+        "--fail-under",
+        "exit 4 when recall (in a compare: any variant's) is below this: overall (0.95), per suite "
+        "(needle=0.98,config=0.8), or both; one line per variant and suite that missed. For CI gating",
+        cli=str,
+        metavar="RECALL",
+    )
+
+
+def _render_report() -> Any:
+    return option("--report/--no-report", "render the report when the run ends", cli=bool, default=True)
+
+
+# ---- the groups ------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, kw_only=True)
 class GridOptions:
     """Which cases run: identical grids give identical cases (the same case ids)."""
 
-    suites: str | Sequence[str] | None = option("--suite", "suites, comma-separated or a list")
+    suites: str | Sequence[str] | None = option(
+        "--suite", "suites, comma-separated", default=",".join(_spec_default("suites"))
+    )
     lengths: str | Sequence[int] | None = option(
-        "--lengths", "context lengths: A..B (8 geometric points), A..B:N, A,B,C, or a list of ints"
+        "--lengths", "context lengths: A..B (8 geometric points), A..B:N, or A,B,C", default="338..22597"
     )
     depths: str | Sequence[float] | None = option(
-        "--depths", "needle depths in percent: A..B:N (linear), A,B,C, or a list"
+        "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"
     )
-    trials: int | None = option("--trials", "independent needles per (length, depth) cell")
-    seed: int | None = option("--seed", "seed of every generated case")
-    max_tokens: int | None = option("--max-tokens", "answer budget in tokens")
+    trials: int | None = option(
+        "--trials", "independent needles per (length, depth) cell", cli=int, default=_spec_default("trials")
+    )
+    seed: int | None = option(
+        "--seed", "seed of every generated case", cli=int, default=_spec_default("seed")
+    )
+    max_tokens: int | None = option(
+        "--max-tokens", "answer budget in tokens", cli=int, default=_spec_default("max_tokens")
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class RequestOptions:
     """How requests are sent; a resumed run may change these without changing its cases.
 
-    concurrency and request_timeout_s are stored in the RunSpec. A field that must not be stored (a
-    credential, a header) travels only in this object, to recall_eval.http_client.make_http_client.
+    concurrency and request_timeout_s are stored in the RunSpec, and so are the request knobs
+    (reasoning_effort, chat_template_kwargs, extra_body: they change what the model does, a resume
+    keeps the run's own). The key and the header values are never stored (run.json records only
+    whether a key was sent and the header names); a resume must be given them again.
     """
 
-    concurrency: int | None = option("--concurrency", "requests in flight at once, per endpoint")
-    request_timeout_s: float | None = option("--request-timeout", "seconds per request")
-    # never stored: the key and the header values (run.json records only whether a key was sent and
-    # the header names); a resume must be given them again
+    concurrency: int | None = option(
+        "--concurrency",
+        "requests in flight at once, per endpoint",
+        cli=int,
+        default=_spec_default("concurrency"),
+    )
+    request_timeout_s: float | None = option(
+        "--request-timeout",
+        "seconds per request",
+        cli=float,
+        default=_spec_default("request_timeout_s"),
+        default_text=f"{_spec_default('request_timeout_s'):g}",
+    )
     api_key: str | None = option(
         "--api-key",
         "API key sent as 'Authorization: Bearer KEY' (else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY)",
-        no_default=True,
+        metavar="KEY",
     )
     headers: Sequence[str] | None = option(
-        "--header", "extra HTTP header 'Name: value' on every request", no_default=True
+        "--header",
+        "extra HTTP header 'Name: value' on every request (repeatable)",
+        cli=list[str],
+        metavar="'NAME: VALUE'",
     )
-    # stored in the RunSpec: they change what the model does (a resume keeps the run's own)
     reasoning_effort: str | None = option(
-        "--reasoning-effort", "reasoning_effort sent with every request", no_default=True
+        "--reasoning-effort",
+        "reasoning effort sent with every request as reasoning_effort (low, medium, high)",
+        metavar="EFFORT",
     )
     chat_template_kwargs: str | Mapping[str, Any] | None = option(
         "--chat-template-kwargs",
         "JSON object for the chat template, e.g. '{\"thinking\": true}'",
-        no_default=True,
+        metavar="JSON",
     )
     extra_body: str | Mapping[str, Any] | None = option(
-        "--extra-body", "JSON object merged into every chat request body", no_default=True
+        "--extra-body", "JSON object merged into every chat request body", metavar="JSON"
     )
 
 
@@ -114,21 +253,33 @@ class RequestOptions:
 class TargetOptions:
     """Which server answers: a profile to launch (with overrides) or a running one (base_url)."""
 
-    profile: str | None = option("--profile", "server profile to launch")
-    profiles_file: Path | None = option("--profiles-file", "TOML file with more profiles")
+    profile: str | None = _profile()
+    profiles_file: Path | None = _profiles_file()
     base_url: str | Sequence[str] | None = option(
         "--base-url",
-        "a running OpenAI-compatible server; nothing is launched (several: replicas of one model, sharing the cases)",
+        "a running OpenAI-compatible server; nothing is launched. Repeat it (or separate with commas) for "
+        "replicas of one model: the cases are spread over them, --concurrency requests each",
+        cli=list[str],
+        metavar="URL",
     )
-    model: str | None = option("--model", "model name to send to base_url (default: the first served)")
+    model: str | None = _model()
     # Profile overrides: Profile field names, so they pass to launchers.profiles as they are.
-    index_k_dtype: str | None = option("--index-k-dtype", "index-key precision: fp8, bf16 or fp4")
-    index_topk: int | None = option("--index-topk", "DSA index_topk")
-    mem_fraction_static: float | None = option("--mem-fraction", "mem_fraction_static")
-    context_length: int | None = option("--context-length", "context length in tokens")
-    model_path: str | None = option("--model-path", "model path")
-    tp: int | None = option("--tp", "tensor parallel size")
-    port: int | None = option("--port", "the launched server's port")
+    index_k_dtype: str | None = option("--index-k-dtype", "profile override: fp8, bf16 or fp4")
+    index_topk: int | None = option("--index-topk", "profile override: DSA index_topk", cli=int)
+    mem_fraction_static: float | None = option(
+        "--mem-fraction", "profile override: mem_fraction_static", cli=float
+    )
+    context_length: int | None = option(
+        "--context-length", "profile override: context length in tokens", cli=int
+    )
+    model_path: str | None = option("--model-path", "profile override: model path (a dir with config.json)")
+    tp: int | None = option("--tp", "profile override: tensor parallel size", cli=int)
+    port: int | None = option(
+        "--port", "profile override: the port clients use (the router's, for PD)", cli=int
+    )
+    memory_limit_gb: float | None = option(
+        "--memory-limit-gb", "profile override (reference engine): memory cap in GiB", cli=float
+    )
 
     def profile_overrides(self) -> dict[str, Any]:
         """The profile overrides as launchers.profiles.resolve_profile takes them (None: not given)."""
@@ -143,27 +294,13 @@ PROFILE_OVERRIDES = (
     "model_path",
     "tp",
     "port",
+    "memory_limit_gb",
 )
 
-
-def _spec_default(name: str) -> Any:
-    """RunSpec's own default for a field (types.py documents each stored field once, with its default)."""
-    return RunSpec.model_fields[name].default
-
-
-# The defaults, once. Fields that RunSpec stores take RunSpec's defaults.
-DEFAULT_GRID = GridOptions(
-    suites=",".join(_spec_default("suites")),
-    lengths="338..22597",
-    depths="0..100:5",
-    trials=_spec_default("trials"),
-    seed=_spec_default("seed"),
-    max_tokens=_spec_default("max_tokens"),
-)
-DEFAULT_REQUEST = RequestOptions(
-    concurrency=_spec_default("concurrency"), request_timeout_s=_spec_default("request_timeout_s")
-)
-DEFAULT_PROFILE = "reference"
+# The defaults, as objects (derived from the declarations above; nothing is written twice).
+DEFAULT_GRID = defaults(GridOptions)
+DEFAULT_REQUEST = defaults(RequestOptions)
+DEFAULT_PROFILE: str = defaults(TargetOptions).profile or "reference"
 DEFAULT_VARIANT: str = _spec_default("variant")
 
 
@@ -174,12 +311,14 @@ class SweepOptions:
     grid: GridOptions = GridOptions()
     request: RequestOptions = RequestOptions()
     target: TargetOptions = TargetOptions()
-    variant: str | None = None  # label of the run in reports and comparisons (default: "default")
-    out: str | Path | None = None  # directory to create the run in, or the run id to use
-    capture_indexer: bool = False  # record per indexer layer whether the needle was selected
-    render_report: bool = True  # write report.html when the run ends
-    # the headline verdict: "lenient" (default, RULER-compatible) or "strict" (README, "Scoring")
-    scoring: str | None = option("--scoring", "headline verdict: lenient (the default) or strict")
+    variant: str | None = option(
+        "--variant", "label of this run in reports and comparisons", default=DEFAULT_VARIANT
+    )
+    out: str | Path | None = option("--out", "directory to create the run in, or the run id to use")
+    capture_indexer: bool = _capture_indexer()
+    render_report: bool = _render_report()
+    fail_under: str | RecallGate | None = _fail_under()  # the gate of RunRecord.verdict
+    scoring: str | None = _scoring()
 
     @classmethod
     def of(cls, **fields: Any) -> SweepOptions:
@@ -193,18 +332,30 @@ class CompareOptions:
 
     grid: GridOptions = GridOptions()
     request: RequestOptions = RequestOptions()
-    profile: str | None = None  # the profile that override variants apply to (default: reference)
-    profiles_file: Path | None = None
-    base_urls: Sequence[str] | None = None  # one running server per variant, in order: variants are labels
-    model: str | None = None  # model name to send to the base_urls
-    rerun: bool = False  # run every variant again instead of reusing finished runs
-    capture_indexer: bool = False
-    # the CI gate (CompareRecord.verdict): every variant's recall at least this, overall ("0.95"), per
-    # suite ("needle=0.98,config=0.8") or both (recall_eval.exit_codes.parse_fail_under)
-    fail_under: str | RecallGate | None = None
-    # a later variant significantly worse than the first on paired cases (the report's McNemar test)
-    fail_on_regression: bool = False
-    scoring: str | None = option("--scoring", "headline verdict: lenient (the default) or strict")
+    profile: str | None = _profile()  # the profile that override variants apply to
+    profiles_file: Path | None = _profiles_file()
+    base_urls: Sequence[str] | None = option(
+        "--base-url",
+        "a running server per variant, in the variants' order (no launch; the variants then run at once, "
+        "their requests interleaved case by case); replicas of one variant's model comma-separated (URL1,URL2)",
+        cli=list[str],
+        metavar="URL",
+    )
+    model: str | None = _model()
+    rerun: bool = option(
+        "--rerun", "run every variant again instead of reusing finished runs", cli=bool, default=False
+    )
+    capture_indexer: bool = _capture_indexer()
+    # the CI gate (CompareRecord.verdict), checked on every variant (recall_eval.exit_codes.parse_fail_under)
+    fail_under: str | RecallGate | None = _fail_under()
+    fail_on_regression: bool = option(
+        "--fail-on-regression",
+        "exit 4 when a variant's recall is significantly lower than the first variant's on the same cases "
+        "(the report's exact McNemar test, p < 0.05), per suite. Put the baseline first",
+        cli=bool,
+        default=False,
+    )
+    scoring: str | None = _scoring()
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:
@@ -218,10 +369,20 @@ class ResumeOptions:
     request: RequestOptions = RequestOptions()
     base_url: str | Sequence[str] | None = None  # the same server at another URL (or its replicas)
     port: int | None = None  # a launched server's port (it does not change results)
-    render_report: bool = True
-    # outcomes whose cases run again ("error,timeout"); the earlier attempts stay in results.jsonl
-    retry: str | Sequence[str] | None = None
-    stop_leftovers: bool = False  # stop a server of this run that outlived its harness, instead of refusing
+    render_report: bool = _render_report()
+    retry: str | Sequence[str] | None = option(
+        "--retry",
+        "with --resume: run the cases whose outcome is one of these again (e.g. error,timeout); earlier "
+        "attempts stay in results.jsonl, the latest counts",
+        metavar="OUTCOMES",
+    )
+    stop_leftovers: bool = option(
+        "--stop-leftovers",
+        "with --resume: stop a server of this run that outlived its harness (else the resume refuses)",
+        cli=bool,
+        default=False,
+    )
+    fail_under: str | RecallGate | None = None  # as SweepOptions.fail_under, against the run's suites
 
     @classmethod
     def of(cls, **fields: Any) -> ResumeOptions:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -28,6 +28,9 @@ class RunRecord:
     results: tuple[Result, ...]  # results.jsonl, one per finished case, in the order they finished
     report: Path | None = None  # report.html, when it exists
     reused: bool = False  # compare only: a finished run found in the store, not run again
+    # a run just made: how a CI job should end (exit code, --fail-under lines); None for a run loaded
+    # as it is. A judgement of the run, not part of it: records compare equal without it.
+    verdict: Verdict | None = field(default=None, compare=False)
 
     @classmethod
     def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:

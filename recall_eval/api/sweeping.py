@@ -13,6 +13,7 @@ from typing import Any
 
 import suites
 from recall_eval.api.execute import run_recorded
+from recall_eval.api.gating import recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
     DEFAULT_GRID,
@@ -33,7 +34,7 @@ from recall_eval.api.records import RunRecord
 from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.errors import BadInput, UserError
-from recall_eval.exit_codes import parse_retry
+from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.frame import check_scoring
 from recall_eval.grid import parse_depths, parse_lengths, parse_suites
 from recall_eval.length_check import check_lengths_servable
@@ -240,19 +241,24 @@ def execute(
     request: RequestOptions | None = None,
     render: bool = True,
     retry: frozenset[str] = frozenset(),
+    gate: RecallGate | None = None,
 ) -> RunRecord:
     """Run a stored run's pending cases against `profile`, then render its report."""
     run_recorded(store, profile, hooks, request, retry=retry)
-    return finished_record(store, hooks, render)
+    return finished_record(store, hooks, render, gate)
 
 
-def finished_record(store: RunStore, hooks: Hooks, render: bool = True) -> RunRecord:
-    """A run that has just finished: its report rendered (when asked), the caller told."""
+def finished_record(
+    store: RunStore, hooks: Hooks, render: bool = True, gate: RecallGate | None = None
+) -> RunRecord:
+    """A run that has just finished: its report rendered (when asked), its verdict (exit code and the
+    lines of an unmet --fail-under), the caller told."""
     if render:
         import reports
 
         reports.render_report(store.path)
     record = RunRecord.from_store(store)
+    record = dataclasses.replace(record, verdict=verdict(record.results, gate, scoring=store.run.scoring))
     hooks.run_done(record)
     return record
 
@@ -270,31 +276,37 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     options = updated(options or SweepOptions(), **fields)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
+    gate = recall_gate(options.fail_under, spec.suites)
     check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, options.out, check_scoring(options.scoring))
     hooks.note(f"run {store.run.run_id} -> {store.path}")
-    return execute(store, profile, hooks, options.request, render=options.render_report)
+    return execute(store, profile, hooks, options.request, render=options.render_report, gate=gate)
 
 
-def resume_options(options: SweepOptions) -> ResumeOptions:
-    """The part of sweep options a resume takes; BadInput naming the options it does not take."""
+def resume_options(options: SweepOptions, again: ResumeOptions | None = None) -> ResumeOptions:
+    """The part of sweep options a resume takes, with what only a resume takes (`again`: retry,
+    stop_leftovers); BadInput naming the options it does not take."""
     refused = [flag_of(options.grid, name) for name in given(options.grid)]
     refused += [
         flag_of(options.target, name) for name in given(options.target) if name not in ("base_url", "port")
     ]
     refused += ["--variant"] * (options.variant is not None) + ["--out"] * (options.out is not None)
     refused += ["--capture-indexer"] * options.capture_indexer
-    refused += ["--scoring (re-render with `recall-eval report RUN --scoring ...`)"] * (options.scoring is not None)
+    refused += ["--scoring (re-render with `recall-eval report RUN --scoring ...`)"] * (
+        options.scoring is not None
+    )
     refused += [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
     if refused:
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
-    return ResumeOptions(
+    return dataclasses.replace(
+        again or ResumeOptions(),
         request=options.request,
         base_url=options.target.base_url,
         port=options.target.port,
         render_report=options.render_report,
+        fail_under=options.fail_under,
     )
 
 
@@ -351,9 +363,10 @@ def resume(
     check_request(options.request)
     retry = parse_retry(_spec_text(options.retry)) if options.retry else frozenset()
     store = RunStore.open(Path(run_dir))
+    gate = recall_gate(options.fail_under, store.run.spec.suites)
     if store.run.status == "finished" and not retry:  # every case ran: nothing to send, no server
         hooks.note(f"run {store.run.run_id} already finished: nothing to resume, report rendered again")
-        return finished_record(store, hooks, options.render_report)
+        return finished_record(store, hooks, options.render_report, gate)
     handle_leftovers(store, options.stop_leftovers, hooks)
     store, profile = _reopen(store.path, options)
     auth = request_auth(options.request)
@@ -364,4 +377,6 @@ def resume(
             level="warning",
         )
     check_target(profile, options.request)
-    return execute(store, profile, hooks, options.request, render=options.render_report, retry=retry)
+    return execute(
+        store, profile, hooks, options.request, render=options.render_report, retry=retry, gate=gate
+    )

@@ -120,9 +120,10 @@ def run_cli() -> None:
     except Exception as exc:  # click usage errors and the like
         import click
 
-        # Typer >= 0.2x vendors click (typer._click): its usage errors are not click.ClickException.
-        usage_error_types = (click.ClickException, typer.BadParameter.__mro__[2])
-        if isinstance(exc, usage_error_types):
+        # Typer >= 0.2x vendors click: its usage errors are typer.TyperException (public), not
+        # click.ClickException (what older typer raised); both can show() themselves.
+        usage_error_types = (click.ClickException, getattr(typer, "TyperException", click.ClickException))
+        if isinstance(exc, usage_error_types) and hasattr(exc, "show"):
             exc.show()
             sys.exit(exc.exit_code)
         if DEBUG["on"]:

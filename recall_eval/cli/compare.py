@@ -13,8 +13,9 @@ from typing import Annotated
 import typer
 
 from recall_eval import api
-from recall_eval.cli import options as opt
+from recall_eval.api.options import CompareOptions
 from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
+from recall_eval.cli.options import takes_options
 from recall_eval.errors import UserError
 
 
@@ -33,6 +34,7 @@ def paired_lines(pairs: list[dict]) -> list[str]:
 
 
 @app.command()
+@takes_options
 def compare(
     variants: Annotated[
         list[str],
@@ -44,62 +46,9 @@ def compare(
             show_default=False,
         ),
     ],
-    lengths: opt.Lengths = None,
-    depths: opt.Depths = None,
-    trials: opt.Trials = None,
-    seed: opt.Seed = None,
-    suite: opt.Suite = None,
-    max_tokens: opt.MaxTokens = None,
-    concurrency: opt.Concurrency = None,
-    request_timeout: opt.RequestTimeout = None,
-    api_key: opt.ApiKey = None,
-    header: opt.Header = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    chat_template_kwargs: opt.ChatTemplateKwargs = None,
-    extra_body: opt.ExtraBody = None,
-    profile: opt.ProfileName = None,
-    profiles_file: opt.ProfilesFile = None,
-    base_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--base-url",
-            metavar="URL",
-            help="A running server per variant, in the variants' order (no launch; the variants then run "
-            "at once, their requests interleaved case by case); replicas of one variant's model "
-            "comma-separated (URL1,URL2).",
-        ),
-    ] = None,
-    model: opt.Model = None,
-    rerun: Annotated[
-        bool, typer.Option("--rerun", help="Run every variant again instead of reusing finished runs.")
-    ] = False,
-    capture_indexer: Annotated[
-        bool,
-        typer.Option(
-            "--capture-indexer",
-            help="Record per indexer layer whether each variant's DSA indexer selected the needle "
-            "(SGLang /generate with return_indexer_topk); the report shows coverage side by side.",
-        ),
-    ] = False,
+    options: CompareOptions,
     open_report: Annotated[
         bool, typer.Option("--open", help="Open the compare report in the browser.")
-    ] = False,
-    scoring: opt.Scoring = None,
-    fail_under: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-under",
-            help="Exit 4 when any variant's recall is below this: overall (0.95), per suite "
-            "(needle=0.98,config=0.8), or both; one line per variant and suite that missed.",
-        ),
-    ] = None,
-    fail_on_regression: Annotated[
-        bool,
-        typer.Option(
-            "--fail-on-regression",
-            help="Exit 4 when a variant's recall is significantly lower than the first variant's on the "
-            "same cases (the report's exact McNemar test, p < 0.05), per suite. Put the baseline first.",
-        ),
     ] = False,
 ) -> None:
     """Compare server variants on identical cases: paired recall test, difference heatmaps, throughput.
@@ -109,33 +58,10 @@ def compare(
 
     Exit codes: 0 finished (and every gate met); 1 could not run or stopped early; 2 bad input;
     3 a variant got no answer from a live model; 4 below --fail-under or a --fail-on-regression drop;
-    130 interrupted."""
+    130 interrupted (143 after SIGTERM)."""
     from recall_eval.cli.common import open_in_browser, resume_command
     from recall_eval.cli.display import ConsoleHooks
 
-    options = api.CompareOptions(
-        grid=api.GridOptions(
-            suites=suite, lengths=lengths, depths=depths, trials=trials, seed=seed, max_tokens=max_tokens
-        ),
-        request=api.RequestOptions(
-            concurrency=concurrency,
-            request_timeout_s=request_timeout,
-            api_key=api_key,
-            headers=header,
-            reasoning_effort=reasoning_effort,
-            chat_template_kwargs=chat_template_kwargs,
-            extra_body=extra_body,
-        ),
-        profile=profile,
-        profiles_file=profiles_file,
-        base_urls=base_url,
-        model=model,
-        rerun=rerun,
-        capture_indexer=capture_indexer,
-        fail_under=fail_under,
-        fail_on_regression=fail_on_regression,
-        scoring=scoring,
-    )
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     try:
         record = api.compare(variants, options, hooks=ConsoleHooks(console, label_runs=True), command=command)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,7 +9,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from recall_eval.api import servers
+from recall_eval.api.options import TargetOptions
 from recall_eval.cli.app import app
+from recall_eval.cli.options import only, takes_options
 
 
 def _signed(value: float, unit: str = "") -> str:
@@ -18,6 +20,7 @@ def _signed(value: float, unit: str = "") -> str:
 
 
 @app.command()
+@takes_options
 def plan(
     profile: Annotated[
         str,
@@ -25,9 +28,9 @@ def plan(
             metavar="PROFILE", help="Profile whose model to plan for (see `recall-eval profiles`)."
         ),
     ],
-    context_length: Annotated[
-        int | None, typer.Option("--context-length", help="Sequence length to fit. (default: the profile's)")
-    ] = None,
+    target: Annotated[
+        TargetOptions, only("context_length", "mem_fraction_static", "tp", "model_path", "profiles_file")
+    ],
     gpu_mem_gb: Annotated[
         float | None,
         typer.Option(
@@ -41,27 +44,10 @@ def plan(
             help="Model weights in GiB. (default: the local model's safetensors or the shipped estimate)",
         ),
     ] = None,
-    mem_fraction: Annotated[
-        float | None, typer.Option("--mem-fraction", help="Override: mem_fraction_static.")
-    ] = None,
-    tp: Annotated[int | None, typer.Option(help="Override: tensor parallel size.")] = None,
-    model_path: Annotated[
-        str | None, typer.Option("--model-path", help="Override: a model dir with config.json.")
-    ] = None,
-    profiles_file: Annotated[
-        Path | None, typer.Option("--profiles-file", help="TOML file with more profiles.")
-    ] = None,
 ) -> None:
     """Index-key bytes per token (per layer and in total), KV pool, max tokens and sequences that fit,
     for fp8 / fp4 / bf16 index keys, and what switching precision changes."""
-    from launchers.planner import make_plan
-    from launchers.profiles import resolve_profile
-
-    overrides = {"mem_fraction_static": mem_fraction, "tp": tp, "model_path": model_path}
-    resolved = resolve_profile(profile, overrides, profiles_file)
-    result = make_plan(
-        resolved, context_length=context_length, gpu_mem_gib=gpu_mem_gb, weights_gib=weights_gb
-    )
+    result = servers.plan(profile, target, gpu_mem_gib=gpu_mem_gb, weights_gib=weights_gb)
     out = Console(highlight=False)
     if not out.is_terminal:  # piped: keep the table whole
         out = Console(width=200, highlight=False)

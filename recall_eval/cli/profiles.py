@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from recall_eval.api import servers
+from recall_eval.api.options import TargetOptions
 from recall_eval.cli.app import app
+from recall_eval.cli.options import only, takes_options
 from recall_eval.errors import BadInput
 
 
 @app.command()
+@takes_options
 def profiles(
-    profiles_file: Annotated[
-        Path | None, typer.Option("--profiles-file", help="TOML file with more profiles.")
-    ] = None,
+    target: Annotated[TargetOptions, only("profiles_file")],
     name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="Show only this profile.")] = None,
 ) -> None:
     """List profiles (shipped ones plus ./recall-eval.toml) with their resolved commands and env."""
-    from launchers.argv import build_command
-    from launchers.profiles import load_profiles
-
-    known = load_profiles(profiles_file)
+    known = servers.profiles(target.profiles_file)
     if name is not None and name not in known:
         raise BadInput(f"unknown profile {name!r}; known profiles: {', '.join(sorted(known))}")
     out = Console(soft_wrap=True, highlight=False)
@@ -48,7 +46,7 @@ def profiles(
         if profile.engine == "external":
             out.print(f"  no process: requests go to {profile.base_url}", markup=False)
         try:
-            specs = build_command(profile)
+            specs = servers.profile_commands(profile)
         except BadInput as err:
             out.print(Text.assemble("  ", ("cannot launch:", "red"), f" {err}"))
             continue

@@ -8,11 +8,13 @@ from typing import Annotated
 import typer
 
 from recall_eval import api
+from recall_eval.api.options import SweepOptions
 from recall_eval.cli.app import app, console
-from recall_eval.cli.options import OpenReport, Scoring
+from recall_eval.cli.options import OpenReport, only, takes_options
 
 
 @app.command()
+@takes_options
 def report(
     run_dir: Annotated[
         Path,
@@ -21,10 +23,12 @@ def report(
             help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...).",
         ),
     ],
+    headline: Annotated[SweepOptions, only("scoring")],
     open_report: OpenReport = False,
-    scoring: Scoring = None,
 ) -> None:
-    """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path."""
+    """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path.
+    --scoring picks the headline verdict (default: what the run or compare chose)."""
+    scoring = headline.scoring
     from recall_eval.api.records import REPORT_FILE
     from recall_eval.cli.common import open_in_browser, summary_line
 

@@ -9,86 +9,37 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from recall_eval.api import TargetOptions
+from recall_eval.api import servers
+from recall_eval.api.options import PROFILE_OVERRIDES, TargetOptions
 from recall_eval.cli.app import app, console
+from recall_eval.cli.options import only, takes_options
 from recall_eval.errors import UserError
-from recall_eval.store import runs_home
-
-
-def _log_dir(profile_name: str, log_dir: Path | None) -> Path:
-    if log_dir is not None:
-        return log_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return runs_home() / "serve" / f"{profile_name}-{stamp}"
 
 
 @app.command()
+@takes_options
 def serve(
     profile: Annotated[
         str, typer.Argument(metavar="PROFILE", help="Profile to launch (see `recall-eval profiles`).")
     ],
-    index_k_dtype: Annotated[
-        str | None, typer.Option("--index-k-dtype", help="Override: fp8, bf16 or fp4.")
-    ] = None,
-    index_topk: Annotated[int | None, typer.Option("--index-topk", help="Override: DSA index_topk.")] = None,
-    mem_fraction: Annotated[
-        float | None, typer.Option("--mem-fraction", help="Override: mem_fraction_static.")
-    ] = None,
-    context_length: Annotated[
-        int | None, typer.Option("--context-length", help="Override: context length.")
-    ] = None,
-    model_path: Annotated[str | None, typer.Option("--model-path", help="Override: model path.")] = None,
-    tp: Annotated[int | None, typer.Option(help="Override: tensor parallel size.")] = None,
-    port: Annotated[
-        int | None, typer.Option(help="Override: the port clients use (the router's, for PD).")
-    ] = None,
-    memory_limit_gb: Annotated[
-        float | None,
-        typer.Option("--memory-limit-gb", help="Override (reference engine): memory cap in GiB."),
-    ] = None,
-    profiles_file: Annotated[
-        Path | None, typer.Option("--profiles-file", help="TOML file with more profiles.")
-    ] = None,
+    target: Annotated[TargetOptions, only(*PROFILE_OVERRIDES, "profiles_file")],
     log_dir: Annotated[
         Path | None,
         typer.Option("--log-dir", help="Where server-*.log go. (default: <runs>/serve/<profile>-<time>)"),
     ] = None,
 ) -> None:
     """Launch PROFILE, print the ready time and endpoint, and serve until Ctrl-C; then stop every process."""
-    from launchers.lifecycle import ServerStartError, launch, sigterm_raises_exit
-    from launchers.profiles import resolve_profile
-
-    target = TargetOptions(
-        index_k_dtype=index_k_dtype,
-        index_topk=index_topk,
-        mem_fraction_static=mem_fraction,
-        context_length=context_length,
-        model_path=model_path,
-        tp=tp,
-        port=port,
-    )
-    overrides = {**target.profile_overrides(), "memory_limit_gb": memory_limit_gb}
-    resolved = resolve_profile(profile, overrides, profiles_file)
-    logs = _log_dir(resolved.name, log_dir)
 
     def echo(line: str) -> None:
         if line.startswith("ready in "):  # printed below on stdout, where scripts read it
             return
         console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)  # log text is not markup
 
-    with sigterm_raises_exit():
-        try:
-            server = launch(resolved, logs, echo=echo)
-        except ServerStartError as err:
-            for line in err.tail:
-                console.print(Text(f"  {line}", style="dim"), highlight=False, soft_wrap=True)
-            raise
-        except KeyboardInterrupt:
-            console.print("[yellow]interrupted during start-up; stopped[/yellow]")
-            raise typer.Exit(130) from None
-        with server:
+    try:
+        with servers.serve(profile, target, log_dir, echo=echo) as serving:
+            server, logs = serving.server, serving.log_dir
             try:  # from here Ctrl-C stops cleanly; the endpoint line comes last (scripts wait for it)
-                console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False)
+                console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False, markup=False)
                 print(f"ready in {server.time_to_ready_s:.0f} s", flush=True)
                 print(f"endpoint {server.endpoint.base_url} (model {server.endpoint.model})", flush=True)
                 while True:
@@ -101,4 +52,7 @@ def serve(
                     time.sleep(0.5)
             except KeyboardInterrupt:
                 console.print("stopping...")
-        console.print("stopped")
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted during start-up; stopped[/yellow]")
+        raise typer.Exit(130) from None
+    console.print("stopped")

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from recall_eval import api
-from recall_eval.api.options import DEFAULT_GRID, DEFAULT_REQUEST, flag_of, given, resolved
+from recall_eval.api.options import DEFAULT_GRID, DEFAULT_REQUEST, declared, flag_of, given, resolved
 from recall_eval.api.sweeping import build_profile, build_spec, resume_options
 from recall_eval.errors import BadInput
 from recall_eval.types import RunSpec
@@ -26,16 +26,32 @@ def test_flat_keywords_go_to_their_group_and_unknown_ones_are_refused() -> None:
     assert (both.grid.trials, both.grid.seed) == (3, 9)
 
 
-def test_every_grid_and_request_field_has_a_default_and_a_flag() -> None:
-    for defaults in (DEFAULT_GRID, DEFAULT_REQUEST):
-        for field in dataclasses.fields(defaults):
-            if field.metadata.get("no_default"):  # a key, a header, a request knob: unset stays unset
-                assert getattr(defaults, field.name) is None, field.name
+def test_every_option_is_declared_once_with_flag_help_and_default() -> None:
+    groups = (api.GridOptions, api.RequestOptions, api.TargetOptions)
+    for group in (*groups, api.SweepOptions, api.CompareOptions, api.ResumeOptions):
+        for field in dataclasses.fields(group):
+            found = declared(group, field.name)
+            if found is None:  # a group, or resume's base_url/port/fail_under (sweep's flags, passed on)
+                assert field.name in ("grid", "request", "target", "base_url", "port", "fail_under"), (
+                    field.name
+                )
                 continue
-            assert getattr(defaults, field.name) is not None, field.name
-            assert flag_of(defaults, field.name).startswith("--")
+            assert found.name.startswith("--") and found.help, field.name
+    flags = [declared(g, f.name).flag for g in groups for f in dataclasses.fields(g)]
+    assert len(flags) == len(set(flags))  # one flag, one field
     assert flag_of(api.RequestOptions, "request_timeout_s") == "--request-timeout"
-    assert resolved(api.GridOptions(trials=5), DEFAULT_GRID) == dataclasses.replace(DEFAULT_GRID, trials=5)
+    # the defaults are the declarations' (RunSpec's for what it stores), unset ones stay unset
+    assert (
+        DEFAULT_GRID.trials == RunSpec.model_fields["trials"].default and DEFAULT_GRID.lengths == "338..22597"
+    )
+    assert (
+        DEFAULT_REQUEST.api_key is None
+        and DEFAULT_REQUEST.concurrency == RunSpec.model_fields["concurrency"].default
+    )
+    assert resolved(api.GridOptions(trials=5)) == dataclasses.replace(DEFAULT_GRID, trials=5)
+    assert given(api.SweepOptions(render_report=True)) == [] and given(
+        api.SweepOptions(render_report=False)
+    ) == ["render_report"]
 
 
 def test_spec_from_defaults_and_lists() -> None:

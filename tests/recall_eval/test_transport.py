@@ -14,16 +14,15 @@ import pytest
 from recall_eval.chat_client import ChatClient
 from recall_eval.errors import AuthFailed, UserError
 from recall_eval.http_client import make_http_client
+from recall_eval.retry import RetryPolicy, with_retries
 from recall_eval.server_probe import probe_server
 from recall_eval.tokenization import probe_tokenizer
 from recall_eval.transport import (
     RequestFailed,
-    RetryPolicy,
     ServerAuth,
     Timeouts,
     parse_header,
     retry_after_seconds,
-    with_retries,
 )
 from recall_eval.types import ChatMessage, Endpoint
 
@@ -118,10 +117,39 @@ async def test_retry_honours_retry_after_and_is_bounded():
         calls += 1
         raise RequestFailed("server", "HTTP 429", 429, retry_after_s=7.0)
 
+    policy = RetryPolicy(attempts=3, backoff_s=0.5, max_wait_s=30, jitter_s=0.5)
     with pytest.raises(RequestFailed) as info:
-        await with_retries(once, RetryPolicy(attempts=3, backoff_s=0.5, max_wait_s=30), sleep=fake_sleep)
+        await with_retries(once, policy, sleep=fake_sleep, draw=lambda: 0.5)
     assert calls == 3 and info.value.attempts == 3
-    assert waits == [7.0, 7.0]  # Retry-After wins over the shorter backoff
+    assert waits == [7.25, 7.25]  # Retry-After wins over the shorter backoff, plus its share of jitter
+
+
+def test_retry_waits_double_are_capped_and_spread_by_jitter():
+    policy = RetryPolicy(attempts=6, backoff_s=0.5, max_wait_s=3.0, jitter_s=0.5)
+    assert [policy.wait_s(n, None, 0.0) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert policy.wait_s(1, 60.0, 0.0) == 3.0  # a Retry-After past the cap is cut to it
+    # requests that failed together come back spread over the jitter, not in lockstep
+    spread = {policy.wait_s(2, None, draw) for draw in (0.0, 0.3, 0.99)}
+    assert len(spread) == 3 and min(spread) == 1.0 and max(spread) < 1.5
+
+
+async def test_retry_stops_when_give_up_says_so_and_spreads_concurrent_waits():
+    waits: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def once():
+        raise RequestFailed("server", "HTTP 503", 503)
+
+    with pytest.raises(RequestFailed) as info:
+        await with_retries(once, RetryPolicy(attempts=5), give_up=lambda: len(waits) >= 1, sleep=fake_sleep)
+    assert info.value.attempts == 2 and len(waits) == 1
+    waits.clear()
+    for _ in range(8):  # eight requests failing at once, with the real random draw
+        with pytest.raises(RequestFailed):
+            await with_retries(once, RetryPolicy(attempts=2), sleep=fake_sleep)
+    assert len(set(waits)) == 8  # each its own wait
 
 
 @pytest.mark.parametrize(
