@@ -48,6 +48,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "passed": "outcome == pass (the lenient verdict)",
     "strict_outcome": "the strict verdict: a lenient pass that does not commit to the value is a miss (README, Scoring)",
     "strict_passed": "strict_outcome == pass (empty for results stored before strict scoring)",
+    "strict_why": "why the strict verdict misses a lenient pass (another value, a correction, a prompt echo)",
     "answer": "the model's answer text (untrusted)",
     "expected": "accepted answers, as a JSON list",
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
@@ -155,6 +156,7 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         passed=result.outcome == "pass",
         strict_outcome=result.strict_outcome,
         strict_passed=None if result.strict_outcome is None else result.strict_outcome == "pass",
+        strict_why=result.strict_why,
         answer=result.answer,
         expected=json.dumps(list(result.expected)),
         prompt_tokens=prompt_tokens,
@@ -261,6 +263,7 @@ def headline_frame(frame: pd.DataFrame, scoring: Scoring = "lenient") -> pd.Data
         lenient_passed=frame["passed"],
         outcome=strict_outcome,
         passed=strict_passed,
+        error=frame["strict_why"].where(frame["strict_why"].notna(), frame["error"]),
         headline_scoring=scoring,
     )
 

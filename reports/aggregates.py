@@ -286,6 +286,18 @@ def failures(data: ResultsLike) -> list[dict[str, Any]]:
     return rows
 
 
+def strict_misses(data: ResultsLike) -> list[dict[str, Any]]:
+    """Cases the lenient verdict passes and the strict one misses (with strict_why as `error`), in grid
+    order: the answers that named another value, corrected themselves or echoed the prompt."""
+    frame = as_frame(data)
+    lenient = frame["lenient_passed"] if "lenient_passed" in frame else frame["passed"]
+    strict = frame["strict_passed"].astype("boolean").fillna(True).astype(bool)
+    rows = failures(frame[lenient & ~strict].assign(passed=False))
+    for row in rows:
+        row["outcome"], row["error"] = "miss", row.get("strict_why")
+    return rows
+
+
 def tokenizers_used(data: ResultsLike) -> dict[str, int]:
     """Which tokenizer measured the prompts, with how many cases each (missing -> 'unknown')."""
     counts = as_frame(data)["tokenizer"].fillna("unknown").value_counts()

@@ -178,6 +178,7 @@ def render_html(
         suites=suites,
         lengths=aggregates.length_frames(frame),
         failures=aggregates.failures(frame),
+        strict_misses=aggregates.strict_misses(frame),
         off_target=aggregates.off_target(frame),
         tokenizer_text=", ".join(
             f"{name} ({n} cases)" for name, n in aggregates.tokenizers_used(frame).items()

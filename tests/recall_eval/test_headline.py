@@ -18,7 +18,8 @@ def results():
     made = []
     for i in range(4):
         r = result(f"n{i}", "pass", 1000, suite="needle")
-        made.append(r.model_copy(update={"strict_outcome": "miss" if i < 2 else "pass"}))
+        why = "the answer also names 'ZEBRA-1111-OMEGA'" if i < 2 else None
+        made.append(r.model_copy(update={"strict_outcome": "miss" if i < 2 else "pass", "strict_why": why}))
     made.append(result("c0", "pass", 1000, suite="config").model_copy(update={"strict_outcome": "pass"}))
     made.append(result("c1", "miss", 1000, suite="config").model_copy(update={"strict_outcome": "miss"}))
     return made
