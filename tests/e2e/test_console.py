@@ -113,3 +113,16 @@ def test_piped_output_is_not_wrapped_at_80_columns(tmp_path):
     assert done.returncode == 0, done.stderr
     (summary,) = [line for line in done.stderr.splitlines() if line.startswith("recall pooled ")]
     assert len(summary) > 100 and "effective length" in summary and "passed of" in summary
+
+
+def test_scoring_is_one_declaration_on_every_command_that_takes_it():
+    from recall_eval.api.options import CompareOptions, SweepOptions, declared
+
+    assert declared(SweepOptions, "scoring") == declared(CompareOptions, "scoring")
+    for command in ("sweep", "compare", "report"):
+        text = " ".join(run_cli(command, "--help").stdout.split())
+        assert "--scoring lenient|strict Headline verdict of the console, report and --fail-under" in text, (
+            command
+        )
+    bad = run_cli("report", str(REPO), "--scoring", "exact")
+    assert bad.returncode == 2 and "--scoring 'exact': pick one of lenient, strict" in bad.stderr
