@@ -233,6 +233,12 @@ def test_live_servers_take_turns_case_by_case(two_reference_servers: list[str]) 
     sign = ttft.find_all("td", cls="sign-test")[0].attrs
     assert int(sign["data-better"]) + int(sign["data-worse"]) > 0 and 0.0 <= float(sign["data-p"]) <= 1.0
     assert compare["numbers"]["pairs"][0]["interleaved"] is True
+    # ... and the verdict states the speed change of interleaved runs with its sign test, never "sequential"
+    assert (
+        "interleaved runs, per-case median change: TTFT " in compare["verdict"]
+        and "sign test p" in compare["verdict"]
+    )
+    assert "sequential runs" not in compare["verdict"]
 
 
 def test_ctrl_c_interrupts_both_runs_and_a_rerun_resumes_them_interleaved(
