@@ -52,8 +52,11 @@ def interrupted_word() -> str:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM takes Ctrl-C's path: SIGINT to ourselves, so the run is stopped and recorded the same way."""
+    """SIGTERM takes Ctrl-C's path: SIGINT to ourselves, so the run is stopped and recorded the same way.
+    Where SIGINT is ignored (a background job of a script), KeyboardInterrupt is raised here instead."""
     _TERMINATED["on"] = True
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt
     os.kill(os.getpid(), signal.SIGINT)
 
 

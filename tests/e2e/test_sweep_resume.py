@@ -53,11 +53,15 @@ def _content(results: list[Result]) -> dict[str, tuple]:
 
 
 def _interrupt(
-    server, out: Path, sig: signal.Signals, after: int
+    server, out: Path, sig: signal.Signals, after: int, sigint_ignored: bool = False
 ) -> tuple[Path, subprocess.CompletedProcess]:
     argv = cli_argv("sweep", "--base-url", server.base_url, *GRID, "--no-report", "--out", "interrupted")
     env = {**cli_env(), "RECALL_EVAL_HOME": str(out)}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a background job of a non-interactive shell starts with SIGINT ignored
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    process = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore
+    )
     results = out / "interrupted" / "results.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
@@ -101,3 +105,10 @@ def test_interrupt_then_resume_matches_uninterrupted(server, baseline, tmp_path,
     assert again.returncode == 0, again.stderr
     assert "already finished: nothing to resume" in again.stderr and (run_dir / "report.html").is_file()
     assert "calibrat" not in again.stderr and len(load_run(run_dir)[1]) == TOTAL
+
+
+def test_sigterm_stops_a_background_job_whose_sigint_is_ignored(server, tmp_path):
+    run_dir, stopped = _interrupt(server, tmp_path, signal.SIGTERM, after=2, sigint_ignored=True)
+    assert stopped.returncode == 143, stopped.stderr
+    assert load_run(run_dir)[0].status == "interrupted"
+    assert f"terminated (SIGTERM): resume with: recall-eval sweep --resume {run_dir}" in stopped.stderr
