@@ -39,7 +39,8 @@ RESULT_COLUMNS: dict[str, str] = {
     "endpoint": "base URL the requests went to (credentials and query left out)",
     "interleaved": "the run's requests were interleaved with another variant's on live servers",
     "case_id": "stable id of the case: same id = same prompt across runs (pairs in compare)",
-    "suite": "needle, config, multiturn",
+    "suite": "needle, config, multiturn, a RULER task (niah_single_1, vt, ...), mrcr_2/4/8, jsonl files",
+    "task": "the task graded: the suite's name, or for a file suite the task it names (niah_single_1, ...)",
     "target_tokens": "requested prompt length in the server's tokens",
     "depth_percent": "requested position of the fact, 0 = start, 100 = end",
     "trial": "index of the independent case within one (length, depth) cell",
@@ -49,6 +50,8 @@ RESULT_COLUMNS: dict[str, str] = {
     "strict_outcome": "the strict verdict: a lenient pass that does not commit to the value is a miss (README, Scoring)",
     "strict_passed": "strict_outcome == pass (empty for results stored before strict scoring)",
     "strict_why": "why the strict verdict misses a lenient pass (another value, a correction, a prompt echo)",
+    "score": "scored suites only (RULER tasks, mrcr, jsonl): the metric's grade in [0, 1]; empty otherwise",
+    "metric": "scored suites only: string_match_all, string_match_part or mrcr; empty for pass/miss suites",
     "answer": "the model's answer text (untrusted)",
     "expected": "accepted answers, as a JSON list",
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
@@ -148,6 +151,7 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
     row.update(
         case_id=result.case_id,
         suite=result.suite,
+        task=result.params.get("task", result.suite),
         target_tokens=result.target_tokens,
         depth_percent=result.depth_percent,
         trial=result.trial,
@@ -157,6 +161,8 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         strict_outcome=result.strict_outcome,
         strict_passed=None if result.strict_outcome is None else result.strict_outcome == "pass",
         strict_why=result.strict_why,
+        score=result.score if counted else None,
+        metric=result.params.get("metric"),
         answer=result.answer,
         expected=json.dumps(list(result.expected)),
         prompt_tokens=prompt_tokens,
@@ -204,7 +210,7 @@ _DTYPES = {
     "strict_passed": "boolean",
     "interleaved": "bool",
 }
-_FLOATS = ("depth_percent", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
+_FLOATS = ("depth_percent", "score", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
 
 
 def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFrame:
