@@ -78,3 +78,24 @@ def test_report_headline_and_the_other_verdict(tmp_path):
     card = dom.by_id("summary-recall")
     assert card.attrs["data-passes"] == "3" and "strict scoring" in card.text
     assert dom.by_id("summary-other-scoring").attrs["data-scoring"] == "lenient"
+
+
+def test_compare_report_follows_the_compare_headline(tmp_path):
+    from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
+    from reports.compare_report import write_compare
+
+    run_a = store_run(tmp_path, run_of("fp8", [1000], run_id="run-a"), results())
+    run_b = store_run(tmp_path, run_of("bf16", [1000], dtype="bf16", run_id="run-b"), results())
+    compare_dir = tmp_path / "compare-x"
+    variants = tuple(
+        CompareVariant(label=label, run_dir=relative_run_dir(compare_dir, run))
+        for label, run in (("fp8", run_a), ("bf16", run_b))
+    )
+    for scoring, passes, other in (("lenient", "5", "strict recall"), ("strict", "3", "lenient recall")):
+        manifest = CompareManifest(compare_id="x", created_at=0.0, variants=variants, scoring=scoring)
+        dom = parse(write_compare(compare_dir, manifest).read_text(encoding="utf-8"))
+        rows = dom.by_id("variants-table").find_all("tr", cls="variant-row")
+        assert [row.attrs["data-passes"] for row in rows] == [passes, passes]
+        assert (
+            other in dom.by_id("variants-table").text and f", {scoring}" in dom.by_id("variants-table").text
+        )
