@@ -68,6 +68,7 @@ class PlannedVariant:
     label: str
     spec: RunSpec  # the compare's spec with variant=label
     profile: Profile  # resolved (launched), or engine="external" with base_url
+    scoring: str = "lenient"  # the compare's headline verdict, stored in a run it creates (Run.scoring)
 
 
 def _same_spec(a: RunSpec, b: RunSpec) -> bool:
@@ -208,6 +209,7 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
         profile=planned.profile,
         versions=run_versions(planned.spec),
         created_at=time.time(),
+        scoring=planned.scoring,
     )
     store = RunStore.create(run, runs_home())
     hooks.note(f"{planned.label}: run {run.run_id} -> {store.path}")
@@ -347,7 +349,7 @@ def compare(
     check_lengths_of(spec)
     gate = recall_gate(options.fail_under, spec.suites)
     planned = [
-        PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
+        PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer), scoring)
         for p in plan_variants(
             list(variants),
             spec,

@@ -126,3 +126,33 @@ def test_scoring_is_one_declaration_on_every_command_that_takes_it():
         )
     bad = run_cli("report", str(REPO), "--scoring", "exact")
     assert bad.returncode == 2 and "--scoring 'exact': pick one of lenient, strict" in bad.stderr
+
+
+def test_compare_with_a_strict_headline(tmp_path, monkeypatch):
+    """compare --scoring strict: compare.json and the runs it makes say strict; each run's console line
+    gives the lenient figure beside it."""
+    import json
+
+    monkeypatch.setenv("RECALL_EVAL_HOME", str(tmp_path / "runs"))
+    servers = []
+    try:
+        for name in ("a", "b"):
+            port = free_port()
+            servers.append(
+                start_served([sys.executable, str(SERVER), str(port), "bare"], tmp_path / f"{name}.log", port)
+            )
+        done = run_cli(
+            "compare", "A", "B", "--base-url", servers[0].base_url, "--base-url", servers[1].base_url,
+            "--lengths", "200", "--depths", "0,100", "--trials", "1", "--scoring", "strict",
+        )  # fmt: skip
+    finally:
+        for server in servers:
+            server.stop()
+    assert done.returncode == 0, done.stderr
+    html = Path(done.stdout.strip().splitlines()[-1])
+    compare = json.loads((html.parent / "compare.json").read_text())
+    assert compare["scoring"] == "strict"
+    for variant in compare["variants"]:
+        assert json.loads((html.parent / variant["run_dir"] / "run.json").read_text())["scoring"] == "strict"
+    assert "A: recall 100.0% (Wilson " in done.stderr and ", lenient 100.0%" in done.stderr
+    assert "B vs A: 0 flipped miss→pass, 0 pass→miss of 2 paired cases, exact McNemar p = 1" in done.stderr
