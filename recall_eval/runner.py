@@ -34,7 +34,7 @@ from recall_eval.event_stream import excerpt
 from recall_eval.indexer_capture import IndexerCapture
 from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
-from recall_eval.scoring import PromptText, score_completion
+from recall_eval.scoring import ECHO_WORDS, PromptText, score_completion
 from recall_eval.store import RunStore
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
@@ -237,7 +237,13 @@ class Runner:
             outcome, why, score = score_metric(completion, case.metric, case.expected, case.params)
             strict_outcome, strict_why = outcome, None
         else:  # both verdicts (recall_eval.scoring)
-            scored = score_completion(completion, case.expected, case.distractors, PromptText(case))
+            args = (completion, case.expected, case.distractors, PromptText(case))
+            if (
+                len(completion.text.split()) >= ECHO_WORDS
+            ):  # the echo check reads the whole prompt: off the loop
+                scored = await asyncio.to_thread(score_completion, *args)
+            else:
+                scored = score_completion(*args)
             outcome, why = scored.outcome, scored.why
             strict_outcome, strict_why = (
                 scored.strict_outcome,
