@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from recall_eval.stats import ScoredPairedTest
 
 
 def percent(value: float | None, digits: int = 1) -> str:
@@ -20,3 +24,31 @@ def recall_text(row: pd.Series) -> str:
     if not row["answered"] or math.isnan(row["recall"]):
         return "n/a (nothing answered)"
     return f"{percent(row['recall'])} (Wilson {percent(row['ci_low'])}-{percent(row['ci_high'])})"
+
+
+def format_p(p_value: float) -> str:
+    """A p-value as reports and the console print it: 'p < 0.001', 'p = 0.062'."""
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
+
+
+def score_points(value: float | None, signed: bool = False) -> str:
+    """A score in [0, 1] on RULER's 0-100 scale: '62.5'; a difference '+12.5'; None -> 'n/a'."""
+    if value is None:
+        return "n/a"
+    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+
+
+def score_change_text(test: ScoredPairedTest) -> str:
+    """A scored suite's paired comparison (recall_eval.stats.ScoredPairedTest), e.g. 'mean score 62.5 ->
+    48.0 (-14.5, 95% CI -22.0 to -7.0), 2 higher / 11 lower of 16 paired cases, Wilcoxon signed-rank
+    p = 0.004 (n = 13)'."""
+    if test.paired == 0:
+        return "no scored case was answered under both"
+    change = score_points(test.mean_diff, signed=True)
+    if test.ci_low is not None and test.ci_high is not None and test.ci_low != test.ci_high:
+        change += f", 95% CI {score_points(test.ci_low, True)} to {score_points(test.ci_high, True)}"
+    return (
+        f"mean score {score_points(test.mean_a)} → {score_points(test.mean_b)} ({change}), "
+        f"{test.higher} higher / {test.lower} lower of {test.paired:,} paired cases, "
+        f"Wilcoxon signed-rank {format_p(test.p_value)} (n = {test.changed})"
+    )

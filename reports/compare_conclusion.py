@@ -8,12 +8,14 @@ test on identical cases is significant (p < SIGNIFICANCE), where it happens (the
 cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
 medians (each with a bootstrap interval of the per-case change; an exact sign test only when the runs were
 interleaved on live servers, since runs made one after the other are not exchangeable) and the memory plan
-where they differ; then the pairs the test had to leave out. Plain text: the
+where they differ; then the pairs the test had to leave out. Scored suites get their own sentence: the
+mean score difference with its t interval and the Wilcoxon signed-rank test. Plain text: the
 template escapes it.
 """
 
 from __future__ import annotations
 
+from recall_eval.formatting import score_change_text
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
 from reports.compare_frames import METRICS, CompareFrames, PairFrame, VariantFrame
@@ -134,9 +136,32 @@ def _details(pair: PairFrame) -> list[str]:
     return details
 
 
+def _score_sentence(pair: PairFrame) -> str:
+    """Scored suites: the mean score difference and the Wilcoxon signed-rank test on identical cases."""
+    a, b, test = pair.a.label, pair.b.label, pair.scored_overall
+    if test is None:
+        return ""
+    where = "the scored suites" if len(pair.scored_by_suite) > 1 else next(iter(pair.scored_by_suite), "")
+    if test.lower_at(SIGNIFICANCE) or test.higher_at(SIGNIFICANCE):
+        verb = "scores lower than" if test.lower_at(SIGNIFICANCE) else "scores higher than"
+        head = f"{b} {verb} {a} on {where}"
+    else:
+        head = f"No significant score difference between {b} and {a} on {where}"
+    moved = [
+        suite
+        for suite, t in pair.scored_by_suite.items()
+        if len(pair.scored_by_suite) > 1 and (t.lower_at(SIGNIFICANCE) or t.higher_at(SIGNIFICANCE))
+    ]
+    suites = f" (significant on {', '.join(moved)})" if moved else ""
+    return f"{head}: {score_change_text(test)}{suites}"
+
+
 def pair_conclusion(pair: PairFrame) -> str:
     details = _details(pair)
-    return _recall_sentence(pair) + ("; " + "; ".join(details) if details else "") + "."
+    sentences = [_recall_sentence(pair)] if pair.by_suite or pair.scored_overall is None else []
+    if pair.scored_overall is not None:
+        sentences.append(_score_sentence(pair))
+    return "; ".join(sentences) + ("; " + "; ".join(details) if details else "") + "."
 
 
 def conclusion(frames: CompareFrames) -> str:

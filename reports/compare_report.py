@@ -23,7 +23,8 @@ from recall_eval.compare_store import (
     write_atomically,
     write_compare_file,
 )
-from recall_eval.stats import PairedTest
+from recall_eval.formatting import score_points
+from recall_eval.stats import PairedTest, ScoredPairedTest
 from recall_eval.store import load_run
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
@@ -49,6 +50,7 @@ class DiffImage:
     a_label: str
     file_name: str  # written next to compare.html
     png: bytes
+    scored: bool = False  # differences of mean scores (a scored suite), not of recall
 
     @property
     def data_uri(self) -> str:
@@ -73,9 +75,11 @@ def suite_panels(data: CompareFrames) -> list[SuitePanel]:
         ]
         diffs = []
         for index, pair in enumerate(data.pairs, start=1):
-            title = f"{suite}: recall {pair.b.label} − {pair.a.label}"
+            what = "mean score" if pair.diff_grids[suite].scored else "recall"
+            title = f"{suite}: {what} {pair.b.label} − {pair.a.label}"
             png = diff_heatmap_png(pair.diff_grids[suite], pair.a.grids[suite], pair.b.grids[suite], title)
-            diffs.append(DiffImage(pair.b.label, pair.a.label, f"diff-{_slug(suite)}-{index}.png", png))
+            name = f"diff-{_slug(suite)}-{index}.png"
+            diffs.append(DiffImage(pair.b.label, pair.a.label, name, png, pair.diff_grids[suite].scored))
         panels.append(SuitePanel(suite=suite, heatmaps=heatmaps, diffs=diffs))
     return panels
 
@@ -87,6 +91,23 @@ def _test_dict(test: PairedTest) -> dict[str, Any]:
         "both_fail": test.both_fail,
         "miss_to_pass": test.gained,
         "pass_to_miss": test.lost,
+        "excluded_infra": test.excluded_infra,
+        "unpaired": test.unpaired,
+        "p_value": test.p_value,
+    }
+
+
+def scored_test_dict(test: ScoredPairedTest) -> dict[str, Any]:
+    """A scored suite's paired comparison as compare.json stores it."""
+    return {
+        "paired": test.paired,
+        "mean_score_a": test.mean_a,
+        "mean_score_b": test.mean_b,
+        "mean_diff": test.mean_diff,
+        "mean_diff_ci95": _interval(test.ci_low, test.ci_high),
+        "higher": test.higher,
+        "lower": test.lower,
+        "wilcoxon_n": test.changed,
         "excluded_infra": test.excluded_infra,
         "unpaired": test.unpaired,
         "p_value": test.p_value,
@@ -138,6 +159,14 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "overall": _test_dict(pair.overall),
             "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
+            # scored suites: mean score difference with its t interval, Wilcoxon signed-rank
+            "scored": None
+            if pair.scored_overall is None
+            else {
+                "overall": scored_test_dict(pair.scored_overall),
+                "by_suite": {suite: scored_test_dict(t) for suite, t in pair.scored_by_suite.items()},
+                "by_length": {str(n): scored_test_dict(t) for n, t in pair.scored_by_length.items()},
+            },
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
             "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
@@ -166,7 +195,7 @@ def render_html(
     tasks: list[tuple[str, TaskTable]] | None = None,
 ) -> str:
     env = environment()
-    env.filters.update(p_value=format_p, pct=format_pct)
+    env.filters.update(p_value=format_p, pct=format_pct, points=score_points)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS)
     template = env.get_template("compare.html.j2")
     run_links = {

@@ -14,12 +14,14 @@ import typer
 from rich.markup import escape
 
 from recall_eval import api
+from recall_eval.api.gating import scored_comparisons
 from recall_eval.api.options import CompareOptions
 from recall_eval.cli.app import app, console
 from recall_eval.cli.common import open_in_browser, resume_command
 from recall_eval.cli.display import ConsoleHooks
 from recall_eval.cli.options import takes_options
 from recall_eval.errors import UserError
+from recall_eval.formatting import score_change_text
 
 
 @app.command()
@@ -39,7 +41,8 @@ def compare(
         bool, typer.Option("--open", help="Open the compare report in the browser.")
     ] = False,
 ) -> None:
-    """Compare server variants on identical cases: paired recall test, difference heatmaps, throughput.
+    """Compare server variants on identical cases: paired recall test (scored suites: score differences,
+    Wilcoxon signed-rank), difference heatmaps, throughput.
 
     The same seed gives every variant the same cases. A finished run with the same cases and target is
     reused (--rerun runs it again), an interrupted one is resumed.
@@ -62,6 +65,12 @@ def compare(
             raise UserError(f"variant {stop.label!r}: {stop}; rerun the same compare to resume") from stop
         raise UserError(f"variant {stop.label!r}: {stop}", stop.exit_code) from stop
     console.print(f"compare directory: {record.path}", highlight=False)
+    for label, scope, test in scored_comparisons(record.labels, record.runs):
+        console.print(
+            f"{label} vs {record.labels[0]}, {scope}: {score_change_text(test)}",
+            markup=False,
+            highlight=False,
+        )
     print(record.report)
     if open_report:
         open_in_browser(record.report)
