@@ -275,6 +275,10 @@ class Run(_Frozen):
     # True when this run's requests were interleaved with another variant's on live servers at the same
     # time (compare with two --base-url): only then may their speeds be tested as paired samples.
     interleaved: bool = False
+    # cases the spec's suites generate, counted from their recipes (a file suite's rows, a generated
+    # suite's lengths x depths x trials) when the run was created and again when it ran; None in runs
+    # written before it was recorded (recall_eval.frame.planned_cases reads it)
+    cases_planned: int | None = None
 
 
 class Endpoint(_Frozen):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recall_eval.api.execute import planned_cases
 from recall_eval.api.gating import gate_compare, recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
@@ -207,6 +208,7 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
         profile=planned.profile,
         versions=run_versions(planned.spec),
         created_at=time.time(),
+        cases_planned=planned_cases(planned.spec),
     )
     store = RunStore.create(run, runs_home())
     hooks.note(f"{planned.label}: run {run.run_id} -> {store.path}")

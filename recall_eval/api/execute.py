@@ -69,6 +69,12 @@ def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
     ]
 
 
+def planned_cases(spec: RunSpec) -> int:
+    """The cases a spec asks for: its recipes, counted (a file suite has as many as its rows, whatever
+    the grid); run.json's cases_planned."""
+    return len(build_recipes(spec))
+
+
 async def run_sweep(
     store: RunStore,
     target: Target,
@@ -128,6 +134,7 @@ async def prepared_sweep(
                 "length_measure": tokenizer.name,
                 "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
                 "interleaved": interleaved,
+                "cases_planned": len(recipes),
             }
         )
     )

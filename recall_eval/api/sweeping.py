@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
-from recall_eval.api.execute import run_recorded
+from recall_eval.api.execute import planned_cases, run_recorded
 from recall_eval.api.gating import recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
@@ -188,7 +188,14 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
             run_id = text
         else:
             raise BadInput(f"--out {text!r}: give a directory (runs are created inside it) or a run id")
-    run = Run(run_id=run_id, spec=spec, profile=profile, versions=run_versions(spec), created_at=time.time())
+    run = Run(
+        run_id=run_id,
+        spec=spec,
+        profile=profile,
+        versions=run_versions(spec),
+        created_at=time.time(),
+        cases_planned=planned_cases(spec),
+    )
     return RunStore.create(run, root)
 
 

@@ -104,7 +104,7 @@ def _run_row(record: api.RunRecord) -> list[str]:
         str(topk) if topk is not None else ("model" if target["engine"] not in (None, "external") else "-"),
         ",".join(record.run.spec.suites),
         _lengths_text(record.run.spec.lengths),
-        f"{record.cases_done}/{record.cases_total}",
+        f"{record.cases_done}/{record.cases_total if record.cases_total is not None else '?'}",
         f"{percent(record.recall)} ({passes}/{answered})" if answered else "-",
         _when(record.run.created_at),
     ]
