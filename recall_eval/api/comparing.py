@@ -89,6 +89,7 @@ def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_bud
     update: dict[str, Any] = {"variant": label, **knobs}
     if thinking_budget:  # no --max-tokens and some variant thinks: one budget for all, big enough
         update["max_tokens"] = THINKING_MAX_TOKENS
+        update["case_budgets"] = False
     return spec.model_copy(update=update)
 
 

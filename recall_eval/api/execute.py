@@ -174,6 +174,7 @@ async def prepared_sweep(
         settings = RunnerSettings(
             variant=spec.variant,
             max_tokens=spec.max_tokens,
+            case_budgets=spec.case_budgets,
             concurrency=spec.concurrency,
             context_limit=limit,
             retry=retry,

@@ -190,7 +190,11 @@ class GridOptions:
         "--seed", "seed of every generated case", cli=int, default=_spec_default("seed")
     )
     max_tokens: int | None = option(
-        "--max-tokens", "answer budget in tokens", cli=int, default=_spec_default("max_tokens")
+        "--max-tokens",
+        "answer budget in tokens, for every case (not given: RULER's tasks and mrcr send each case with its "
+        "task's own budget)",
+        cli=int,
+        default=_spec_default("max_tokens"),
     )
 
 

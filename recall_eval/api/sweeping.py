@@ -93,8 +93,9 @@ def build_spec(
     """The RunSpec of a new run: given options, else the defaults (BadInput for a malformed one).
 
     A thinking run (a reasoning effort, or the template's thinking switch on) without --max-tokens gets
-    THINKING_MAX_TOKENS: reasoning and answer share the budget. Without --max-tokens, RULER's tasks get
-    RULER's answer budget and mrcr its own (suites.answer_budget)."""
+    THINKING_MAX_TOKENS: reasoning and answer share the budget. Without --max-tokens, suites whose cases
+    carry their own budget (RULER's per task, mrcr's: suites.has_case_budgets) are sent with it, case by
+    case (RunSpec.case_budgets); the other cases get the default max_tokens."""
     for name in ("trials", "max_tokens"):
         _at_least(flag_of(grid, name), getattr(grid, name), 1)
     check_request(request)
@@ -104,10 +105,11 @@ def build_spec(
     names = suites.parse_suite_names(
         _spec_text(grid.suites if grid.suites is not None else DEFAULT_GRID.suites)
     )
+    case_budgets = False
     if grid.max_tokens is None and thinking:
         grid = dataclasses.replace(grid, max_tokens=THINKING_MAX_TOKENS)
-    elif grid.max_tokens is None and (budget := suites.answer_budget(names)) is not None:
-        grid = dataclasses.replace(grid, max_tokens=budget)  # RULER's answer budget, MRCR's
+    elif grid.max_tokens is None:
+        case_budgets = suites.has_case_budgets(names)  # RULER's answer budget per task, MRCR's
     grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
     assert grid.suites and grid.lengths and grid.depths  # filled by the defaults
     return RunSpec(
@@ -120,6 +122,7 @@ def build_spec(
         trials=grid.trials,
         seed=grid.seed,
         max_tokens=grid.max_tokens,
+        case_budgets=case_budgets,
         concurrency=request.concurrency,
         request_timeout_s=request.request_timeout_s,
         variant=variant or DEFAULT_VARIANT,
