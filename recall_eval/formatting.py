@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # only a type here: the CLI imports this module before pandas is needed
+    import pandas as pd
 
 if TYPE_CHECKING:
     from recall_eval.stats import ScoredPairedTest

@@ -6,25 +6,22 @@ links; the exit code of a compare is recall_eval.exit_codes, a different thing.)
 Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
 test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
 cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
-medians (each with a bootstrap interval of the per-case change; an exact sign test only when the runs were
-interleaved on live servers, since runs made one after the other are not exchangeable) and the memory plan
-where they differ; then the pairs the test had to leave out. Scored suites get their own sentence: the
-mean score difference with its t interval and the Wilcoxon signed-rank test. Plain text: the
+changes as one statistic each (the per-case median change with its bootstrap interval); a speed
+difference is claimed, with an exact sign test, only for runs interleaved on live servers; sequential runs
+(not exchangeable: the machine drifts) are described with how far apart they ran; a reused run's age;
+the memory plan where it differs; then the pairs the test had to leave out. Scored suites get their own
+sentence: the mean score difference with its t interval and the Wilcoxon signed-rank test. Plain text: the
 template escapes it.
 """
 
 from __future__ import annotations
 
-from recall_eval.formatting import score_change_text
+from recall_eval.formatting import format_p, score_change_text
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
-from reports.compare_frames import METRICS, CompareFrames, PairFrame, VariantFrame
+from reports.compare_frames import METRICS, CompareFrames, PairFrame, SpeedChange, VariantFrame
 
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
-
-
-def format_p(p_value: float) -> str:
-    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
 
 
 def format_pct(value: float) -> str:
@@ -65,7 +62,8 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
-    rates = f"recall {format_rate(pair.a.summary.recall)} → {format_rate(pair.b.summary.recall)}"
+    pooled = " pooled over suites" if pair.a.summary.pooled else ""
+    rates = f"recall{pooled} {format_rate(pair.a.summary.recall)} → {format_rate(pair.b.summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:
@@ -92,31 +90,12 @@ def _details(pair: PairFrame) -> list[str]:
         details.append(
             f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
         )
-    speeds = []
-    for name, _, _ in METRICS:
-        change = pair.throughput_change.get(name)
-        if change is None:
-            continue
-        text = f"{METRIC_WORDS[name]} {format_pct(change)}"
-        case = pair.speed_changes.get(name)
-        notes = []
-        if case is not None and case.ci_low_pct is not None and case.ci_high_pct is not None:
-            if case.ci_low_pct == case.ci_high_pct:
-                notes.append(f"{format_pct(case.ci_low_pct)} on every timed case")
-            else:
-                low, high = format_pct(case.ci_low_pct), format_pct(case.ci_high_pct)
-                notes.append(f"per-case median 95% CI {low} to {high}")
-        if case is not None and case.p_value is not None:
-            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
-            notes.append(f"{significant}sign test {format_p(case.p_value)}")
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        speeds.append(text)
+    speeds = _speed_clause(pair)
     if speeds:
-        order = (
-            "interleaved runs" if pair.interleaved else "runs made one after the other: drift not excluded"
-        )
-        details.append("median " + ", ".join(speeds) + f" [{order}]")
+        details.append(speeds)
+    for side in (a, b):
+        if side.reused:
+            details.append(f"{side.label}: {reused_age(side.reused_age_s)}")
     if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
         slots = (
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
@@ -134,6 +113,54 @@ def _details(pair: PairFrame) -> list[str]:
         noun = "case was" if test.unpaired == 1 else "cases were"
         details.append(f"{test.unpaired:,} {noun} stored under only one of the two runs")
     return details
+
+
+def minutes_text(minutes: float | None) -> str:
+    if minutes is None:
+        return "an unknown time"
+    return "under 1 min" if minutes < 1 else f"{minutes:.0f} min"
+
+
+def reused_age(age_s: float | None) -> str:
+    """How old a reused run is: 'run reused from 8 min before this compare'."""
+    if age_s is None:
+        return "run reused from an earlier compare or sweep"
+    return f"run reused, finished {minutes_text(age_s / 60)} before this compare"
+
+
+def _case_median(case: SpeedChange) -> str:
+    """One statistic: the per-case median relative change, with its interval."""
+    if case.median_change_pct is None:
+        return ""
+    text = format_pct(case.median_change_pct)
+    if case.ci_low_pct is not None and case.ci_high_pct is not None:
+        if case.ci_low_pct == case.ci_high_pct:
+            return text + " (the same on every timed case)"
+        text += f" (95% CI {format_pct(case.ci_low_pct)} to {format_pct(case.ci_high_pct)})"
+    return text
+
+
+def _speed_clause(pair: PairFrame) -> str:
+    """Speeds as one statistic each (the per-case median change over identical cases, never mixed with
+    the change of the medians). Interleaved runs: a speed difference with its sign test. Sequential
+    runs: described, with how far apart they ran, never claimed."""
+    parts = []
+    for name, _, _ in METRICS:
+        case = pair.speed_changes.get(name)
+        if case is None or not (text := _case_median(case)):
+            continue
+        if pair.interleaved and case.p_value is not None:
+            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
+            text += f", {significant}sign test {format_p(case.p_value)}"
+        parts.append(f"{METRIC_WORDS[name]} {text}")
+    if not parts:
+        return ""
+    if pair.interleaved:
+        return "interleaved runs, per-case median change: " + ", ".join(parts)
+    return (
+        f"sequential runs, {minutes_text(pair.minutes_apart)} apart: not a controlled speed comparison; "
+        f"per-case median difference: {', '.join(parts)}"
+    )
 
 
 def _score_sentence(pair: PairFrame) -> str:

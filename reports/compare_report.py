@@ -23,12 +23,12 @@ from recall_eval.compare_store import (
     write_atomically,
     write_compare_file,
 )
-from recall_eval.formatting import score_points
+from recall_eval.formatting import format_p, score_points
 from recall_eval.stats import PairedTest, ScoredPairedTest
 from recall_eval.store import load_run
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_conclusion import conclusion, format_p, format_pct
+from reports.compare_conclusion import conclusion, format_pct, reused_age
 from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
@@ -169,6 +169,7 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             },
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
+            "minutes_apart": pair.minutes_apart,
             "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
         }
         for pair in data.pairs
@@ -196,7 +197,7 @@ def render_html(
 ) -> str:
     env = environment()
     env.filters.update(p_value=format_p, pct=format_pct, points=score_points)
-    env.globals.update(pct_change=_pct_change, METRICS=METRICS)
+    env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
     run_links = {
         v.label: (Path(v.run_dir) / "report.html").as_posix()
@@ -235,6 +236,9 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
                 run_dir=run_dir_of(compare_dir, item),
                 run=run,
                 results=aggregates.latest_per_case(stored),
+                reused=item.reused,
+                age_s=item.reused_age_s,
+                scoring=manifest.scoring,
             )
         )
     data = compare_frames(runs, manifest.interleaved)
@@ -247,7 +251,15 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     for entry, run in zip(computed["variants"], runs, strict=True):
         entry["indexer_coverage"] = coverage_numbers(run.results)  # None for runs without --capture-indexer
     write_compare_file(
-        compare_dir, manifest, {"rendered_at": time.time(), "verdict": text, "numbers": computed}
+        compare_dir,
+        manifest,
+        {
+            "rendered_at": time.time(),
+            "verdict": text,
+            # seconds from each reused run's end to this compare's start (not a number of the runs)
+            "reused_age_s": {v.label: v.reused_age_s for v in data.variants if v.reused},
+            "numbers": computed,
+        },
     )
     html = compare_dir / COMPARE_HTML
     tasks = [(run.label, table) for run in runs if (table := task_table(run.frame, run.run.spec.suites))]
@@ -256,6 +268,10 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     return html
 
 
-def render_compare(compare_dir: Path) -> Path:
-    """Re-render an existing compare directory from its compare.json and the runs it names."""
-    return write_compare(Path(compare_dir), read_manifest(compare_dir))
+def render_compare(compare_dir: Path, scoring: str | None = None) -> Path:
+    """Re-render an existing compare directory from its compare.json and the runs it names; `scoring`
+    (when given) is the headline verdict from now on."""
+    manifest = read_manifest(compare_dir)
+    if scoring is not None:
+        manifest = manifest.model_copy(update={"scoring": scoring})
+    return write_compare(Path(compare_dir), manifest)
