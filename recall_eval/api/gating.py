@@ -15,7 +15,7 @@ import pandas as pd
 
 from recall_eval.api.records import RunRecord
 from recall_eval.exit_codes import RecallGate, Regression, Verdict, compare_verdict, parse_fail_under
-from recall_eval.stats import recall_table
+from recall_eval.stats import SIGNIFICANCE, paired_test, recall_table
 
 OVERALL = "overall"
 
@@ -35,9 +35,6 @@ def _recall(frame: pd.DataFrame) -> float:
 def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regression]:
     """Each later variant against the first: per suite (and overall, when there are several suites),
     where the paired test says it loses recall (p below the report's alpha, more pass->miss flips)."""
-    from reports.compare_conclusion import SIGNIFICANCE
-    from reports.compare_frames import paired_test
-
     baseline = runs[0].frame
     suites = list(runs[0].run.spec.suites)
     scopes = [*suites, OVERALL] if len(suites) > 1 else suites

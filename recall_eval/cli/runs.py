@@ -18,7 +18,7 @@ from recall_eval.formatting import percent
 from recall_eval.store import runs_home
 
 if TYPE_CHECKING:
-    from launchers.server_records import Leftover
+    from recall_eval.api.reading import Leftover
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
