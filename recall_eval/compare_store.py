@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recall_eval.errors import UserError
+from recall_eval.store import write_atomically
 
 COMPARE_FILE = "compare.json"
 COMPARE_HTML = "compare.html"
@@ -44,12 +45,6 @@ class CompareManifest(BaseModel):
     # True when the variants' requests were interleaved on live servers at the same time; False (the
     # default) for runs made one after another, whose speeds are not tested as paired samples
     interleaved: bool = False
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:

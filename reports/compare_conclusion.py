@@ -14,23 +14,12 @@ template escapes it.
 
 from __future__ import annotations
 
+from recall_eval.formatting import p_value, share, signed_percent
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
 from reports.compare_frames import METRICS, CompareFrames, PairFrame, VariantFrame
 
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
-
-
-def format_p(p_value: float) -> str:
-    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
-
-
-def format_pct(value: float) -> str:
-    return f"{value:+.1f}%"
-
-
-def format_rate(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.0%}"
 
 
 def format_length(length: int | None) -> str:
@@ -39,7 +28,7 @@ def format_length(length: int | None) -> str:
 
 def _flips(test: PairedTest) -> str:
     noun = "case flips" if test.gained == 1 else "cases flip"
-    return f"{test.gained} {noun} miss→pass, {test.lost} pass→miss, {format_p(test.p_value)}"
+    return f"{test.gained} {noun} miss→pass, {test.lost} pass→miss, {p_value(test.p_value)}"
 
 
 def _where(pair: PairFrame, gaining: bool) -> str:
@@ -63,7 +52,7 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
-    rates = f"recall {format_rate(pair.a.summary.recall)} → {format_rate(pair.b.summary.recall)}"
+    rates = f"recall {share(pair.a.summary.recall)} → {share(pair.b.summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:
@@ -95,18 +84,18 @@ def _details(pair: PairFrame) -> list[str]:
         change = pair.throughput_change.get(name)
         if change is None:
             continue
-        text = f"{METRIC_WORDS[name]} {format_pct(change)}"
+        text = f"{METRIC_WORDS[name]} {signed_percent(change)}"
         case = pair.speed_changes.get(name)
         notes = []
         if case is not None and case.ci_low_pct is not None and case.ci_high_pct is not None:
             if case.ci_low_pct == case.ci_high_pct:
-                notes.append(f"{format_pct(case.ci_low_pct)} on every timed case")
+                notes.append(f"{signed_percent(case.ci_low_pct)} on every timed case")
             else:
-                low, high = format_pct(case.ci_low_pct), format_pct(case.ci_high_pct)
+                low, high = signed_percent(case.ci_low_pct), signed_percent(case.ci_high_pct)
                 notes.append(f"per-case median 95% CI {low} to {high}")
         if case is not None and case.p_value is not None:
             significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
-            notes.append(f"{significant}sign test {format_p(case.p_value)}")
+            notes.append(f"{significant}sign test {p_value(case.p_value)}")
         if notes:
             text += f" ({'; '.join(notes)})"
         speeds.append(text)
@@ -120,7 +109,7 @@ def _details(pair: PairFrame) -> list[str]:
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
         ) / a.memory.max_total_num_tokens
         if slots:
-            details.append(f"KV slots {format_pct(slots * 100)}")
+            details.append(f"KV slots {signed_percent(slots * 100)}")
     test = pair.overall
     if test.excluded_infra:
         details.append(

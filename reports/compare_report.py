@@ -20,14 +20,14 @@ from recall_eval.compare_store import (
     CompareManifest,
     read_manifest,
     run_dir_of,
-    write_atomically,
     write_compare_file,
 )
+from recall_eval.formatting import p_value, signed_percent
 from recall_eval.stats import PairedTest
-from recall_eval.store import load_run
+from recall_eval.store import load_run, write_atomically
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_conclusion import conclusion, format_p, format_pct
+from reports.compare_conclusion import conclusion
 from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
@@ -153,7 +153,7 @@ def _interval(low: float | None, high: float | None) -> list[float] | None:
 def _pct_change(base: float | int | None, new: float | int | None) -> str:
     if base is None or new is None or base == 0:
         return "–"
-    return format_pct((new - base) / base * 100)
+    return signed_percent((new - base) / base * 100)
 
 
 def render_html(
@@ -164,7 +164,7 @@ def render_html(
     coverage: list[tuple[str, CoverageView | None]] | None = None,
 ) -> str:
     env = environment()
-    env.filters.update(p_value=format_p, pct=format_pct)
+    env.filters.update(p_value=p_value, pct=signed_percent)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS)
     template = env.get_template("compare.html.j2")
     run_links = {

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from recall_eval.formatting import p_value as format_p
 from recall_eval.types import Outcome
-from reports.compare_conclusion import conclusion, format_p
+from reports.compare_conclusion import conclusion
 from reports.compare_frames import compare_frames
 from tests.reports.compare_builders import paired_results, result, variant
 
