@@ -4,14 +4,20 @@ Byte counts follow SGLang 0.5.23's own sizing rules:
 - index key per compressed token (mem_cache/deepseek_v4_memory_pool.get_dsv4_indexer_bytes_per_token):
   fp8 = D + D/128*4 (132 for D=128: 128 e4m3 bytes + one fp32 scale), fp4 = D/2 + D/32 (68),
   and the bundled patch's bf16 = 2*D (256);
-- DeepSeek-V4 (model_executor/pool_configurator.py, DSV4 pool): one 584-byte latent slot
-  (448 fp8 no-RoPE dims + 64 bf16 RoPE dims + 8 scale bytes) per compressed token; ratio-4 (CSA)
-  layers also hold an index key per compressed token, ratio-128 (HCA) layers only the slot; the
-  sliding-window pool is sized at swa_full_tokens_ratio (0.1) of the full pool and holds a slot in
-  every layer plus the fp32 compress-state ring of the CSA layers;
+- DeepSeek-V4 (model_executor/pool_configurator.py, DSV4PoolConfigurator, followed rule for rule): one
+  584-byte latent slot (448 fp8 no-RoPE dims + 64 bf16 RoPE dims + 8 scale bytes) per compressed token,
+  its pages padded to 576 bytes (FlashMLA's V4 layout: 585 B per token in a 256-token page, 864 in the
+  2-token page of a ratio-128 layer); ratio-4 (CSA) layers also hold an index key per compressed token,
+  ratio-128 (HCA) layers only the slot; the sliding-window pool is sized at swa_full_tokens_ratio (0.1)
+  of the full pool and holds a slot in every layer plus the fp32 compress-state ring of the CSA layers;
+  the HCA layers' fp32 compress-state rings (128 rows per request slot, max_running_requests = 256 as
+  SGLang sets for DeepSeek-V4) are fixed bytes taken off the budget first;
 - DeepSeek-V3.2 (DSA): one latent slot per token and layer (bf16 576 dims = 1152 B, SGLang's default
   on Hopper) and an index key per token on every layer.
-Padding pages, request-slot tables and CUDA-graph buffers are left out: an estimate, not SGLang's count.
+For DeepSeek-V4 the KV slots equal what SGLang's configurator computes from the same budget
+(`python -m launchers.sglang.validate_on_gpu --sglang` checks it against the real configurator); the
+budget itself is GPU memory x mem-fraction - weights / tp, as SGLang profiles it on an otherwise empty GPU.
+Request-slot tables and CUDA-graph buffers (outside the fraction) are left out.
 """
 
 from __future__ import annotations
@@ -30,9 +36,20 @@ PRECISIONS: tuple[IndexKDtype, ...] = ("fp8", "fp4", "bf16")
 DSV4_SWA_FULL_TOKENS_RATIO = 0.1  # SGLang 0.5.23 model_overrides/deepseek_v4.py
 DSV4_PAGE_SIZE = 256  # idem
 DSV4_C4_RING = 8  # get_compress_state_ring_size(4), no speculative decoding
+DSV4_C128_RING = 128  # get_compress_state_ring_size(128), no speculative decoding, offline compression
+DSV4_SLOT_PAGE_ALIGN = 576  # KVLayout.V4.page_align: a latent page's bytes round up to this
+DSV4_MAX_RUNNING_REQUESTS = 256  # SGLang 0.5.23 model_overrides/deepseek_v4.py, when not given
 COMPRESS_STATE_BYTES = 4  # fp32 compress state (SGLANG_DSV4_COMPRESS_STATE_DTYPE default)
 DEFAULT_GPU_MEM_GIB = 139.8  # an H200 as torch reports it
 DEFAULT_MEM_FRACTION = 0.85
+
+
+def indexer_logits_bytes(query_rows: int, ratio: int = 4) -> int:
+    """The indexer's fp32 logits for an eager prefill of `query_rows` tokens: rows x (keys rounded up to 256
+    columns) x 4 bytes, keys = tokens / ratio (SGLang's mqa_logits_row_bytes). The one transient of the
+    indexer that scales with context and sits outside the pools that mem-fraction sizes."""
+    keys = -(-query_rows // ratio)
+    return query_rows * (-(-keys // 256) * 256) * 4
 
 
 def index_key_bytes(dtype: IndexKDtype, index_head_dim: int) -> int:
@@ -60,6 +77,8 @@ class KVLayout:
     swa_ratio: float = 0.0  # sliding-window pool size as a share of the full pool (V4)
     attn_head_dim: int = 0  # V4: width of the compress state of the CSA layers
     page_size: int = 1
+    slot_page_align: int = 1  # a latent page's bytes round up to a multiple of this
+    max_running_requests: int = 0  # V4: sizes the HCA compress-state rings (fixed bytes)
     precisions: tuple[IndexKDtype, ...] = ("fp8",)  # what SGLang 0.5.23 (+ the bundled patch) can store
     notes: tuple[str, ...] = ()
 
@@ -70,13 +89,30 @@ class KVLayout:
         per_token = 0.0
         for ratio, layers in self.compressed_layers.items():
             index = key if ratio == self.index_ratio else 0
-            per_token += layers * (self.slot_bytes + index) / ratio
+            per_token += layers * (self.paged_slot_bytes(ratio) + index) / ratio
         return per_token + self.swa_ratio * self.swa_bytes_per_token()
+
+    def paged_slot_bytes(self, ratio: int = 1) -> float:
+        """Bytes of one latent slot with its page's padding, in a layer of this compression ratio
+        (pool_configurator._get_paged_kv_bytes_per_token: a page holds page_size / ratio slots)."""
+        slots = max(self.page_size // ratio, 1)
+        align = self.slot_page_align
+        return -(-slots * self.slot_bytes // align) * align / slots
 
     def swa_bytes_per_token(self) -> float:
         c4_layers = self.compressed_layers.get(4, 0)
         c4_state = 2 * 2 * (self.attn_head_dim + self.index_head_dim) * COMPRESS_STATE_BYTES
-        return self.slot_bytes * self.n_layers + DSV4_C4_RING / self.page_size * c4_state * c4_layers
+        return self.paged_slot_bytes() * self.n_layers + DSV4_C4_RING / self.page_size * c4_state * c4_layers
+
+    def fixed_bytes(self) -> int:
+        """Bytes taken off the budget before any token: the HCA layers' compress-state rings, one per
+        request slot (pool_configurator._get_c128_state_fixed_bytes, offline compression)."""
+        hca_layers = self.compressed_layers.get(128, 0)
+        if self.family != "deepseek_v4" or not hca_layers:
+            return 0
+        rows = (self.max_running_requests + 1) * DSV4_C128_RING + DSV4_C128_RING + 1
+        rows = -(-rows // 128) * 128
+        return rows * 2 * self.attn_head_dim * COMPRESS_STATE_BYTES * hca_layers
 
     def index_bytes_per_token(self, dtype: IndexKDtype) -> float:
         return self.index_layers * index_key_bytes(dtype, self.index_head_dim) / self.index_ratio
@@ -103,6 +139,8 @@ def layout_from_config(config: dict[str, Any]) -> KVLayout:
             swa_ratio=DSV4_SWA_FULL_TOKENS_RATIO,
             attn_head_dim=head_dim,
             page_size=DSV4_PAGE_SIZE,
+            slot_page_align=DSV4_SLOT_PAGE_ALIGN,
+            max_running_requests=DSV4_MAX_RUNNING_REQUESTS,
             precisions=PRECISIONS,
             notes=(
                 f"layers: {ratios.count(0) + ratios.count(1)} sliding-window only, {counts.get(4, 0)} CSA (ratio 4, "
@@ -220,12 +258,18 @@ def make_plan(
         notes.append(
             f"the weights ({weights:.0f} GiB over tp={profile.tp}) do not fit in {fraction:.2f} x {gpu:.1f} GiB"
         )
+    token_bytes = max(int(pool_gib * GIB) - layout.fixed_bytes(), 0)  # what SGLang divides among tokens
+    if layout.fixed_bytes():
+        notes.append(
+            f"{layout.fixed_bytes() / GIB:.2f} GiB of the pool go to the HCA layers' compress-state rings "
+            f"({layout.max_running_requests} request slots) before any token, as SGLang's configurator sizes them"
+        )
     fp8_bytes = layout.kv_bytes_per_token("fp8")
-    fp8_tokens = _page_floor(max(pool_gib, 0) * GIB / fp8_bytes, layout.page_size)
+    fp8_tokens = _page_floor(token_bytes / fp8_bytes, layout.page_size)
     rows = []
     for dtype in PRECISIONS:
         per_token = layout.kv_bytes_per_token(dtype)
-        tokens = _page_floor(max(pool_gib, 0) * GIB / per_token, layout.page_size)
+        tokens = _page_floor(token_bytes / per_token, layout.page_size)
         index_total = layout.index_bytes_per_token(dtype)
         rows.append(
             PrecisionRow(

@@ -2,6 +2,7 @@
 
     python -m launchers.sglang.validate_on_gpu --md launchers/sglang/KERNELS.md --json out.json
     TRITON_INTERPRET=1 python -m launchers.sglang.validate_on_gpu --quick     # CPU dry run, tiny sizes
+    python -m launchers.sglang.validate_on_gpu --sglang --md integration.md   # inside SGLang 0.5.23 (sglang_validate.py)
 
 Sections: correctness on fresh random inputs with NaN-poisoned outputs (max relative error against fp64
 math on the fp32 keys, top-k overlap with the exact top-k at index_topk 512 and 1024); a launch-shape
@@ -272,7 +273,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the CPU interpreter dry run)")
     parser.add_argument("--md", type=Path, help="write the markdown report here")
     parser.add_argument("--json", type=Path, help="write every number here")
+    parser.add_argument(
+        "--sglang",
+        action="store_true",
+        help="run the patch inside SGLang 0.5.23's own DeepSeek-V4 pool, configurator, compressor store and "
+        "indexer (needs sglang==0.5.23 importable); one table, exit 1 on any mismatch",
+    )
+    parser.add_argument(
+        "--jit", action="store_true", help="with --sglang: build SGLang's JIT CUDA kernels (nvcc, tvm-ffi)"
+    )
     args = parser.parse_args(argv)
+    if args.sglang:
+        return _sglang_main(args)
     result = run(args.quick)
     text = render(result)
     print(text)
@@ -286,6 +298,33 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(serial, indent=1))
     return 0 if all(ok for ok, _ in result["targets"]) else 1
+
+
+def _sglang_main(args: argparse.Namespace) -> int:
+    from launchers.sglang import sglang_validate
+    from launchers.sglang.refusal import PatchRefused
+
+    try:
+        result = sglang_validate.run(quick=args.quick, jit=args.jit)
+    except ModuleNotFoundError as missing:
+        if not (missing.name or "").startswith("sglang"):
+            raise
+        print(
+            f"validate_on_gpu --sglang: {missing.name} is not importable here; install sglang==0.5.23 "
+            "(pip install --no-deps sglang==0.5.23 and its Python dependencies) in this environment",
+            file=sys.stderr,
+        )
+        return 2
+    except PatchRefused as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    text = sglang_validate.render(result)
+    print(text)
+    if args.md:
+        args.md.write_text(text + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(sglang_validate.as_json(result), indent=1))
+    return 1 if any(check.ok is False for check in result.checks) else 0
 
 
 if __name__ == "__main__":

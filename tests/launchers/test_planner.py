@@ -61,7 +61,22 @@ def test_pool_follows_fraction_gpu_memory_weights_and_tp(profiles):
     profile = profiles["dsv4-flash"].model_copy(update={"mem_fraction_static": 0.5, "tp": 8})
     plan = make_plan(profile, gpu_mem_gib=100.0, weights_gib=80.0)
     assert plan.pool_gib == pytest.approx(0.5 * 100.0 - 80.0 / 8)
-    assert plan.rows[0].max_tokens == int(plan.pool_gib * GIB / plan.rows[0].kv_bytes_per_token) // 256 * 256
+    token_bytes = int(plan.pool_gib * GIB) - plan.layout.fixed_bytes()
+    assert plan.rows[0].max_tokens == int(token_bytes / plan.rows[0].kv_bytes_per_token) // 256 * 256
+
+
+def test_dsv4_pages_are_padded_and_hca_rings_are_fixed_bytes_as_sglang_sizes_them(profiles):
+    layout = make_plan(profiles["dsv4-flash"]).layout
+    # a 256-token page of 584-byte slots rounds up to 576-byte units: 585 B per token; an HCA page holds 2
+    padded = [layout.paged_slot_bytes(ratio) for ratio in (1, 4, 128)]
+    assert padded == [585, 585, 864]
+    # 20 HCA layers x (257 request slots x 128 + 129 rows = 33025, rounded up to 128: 33152) x 2 x 512 fp32
+    assert layout.fixed_bytes() == 20 * 33152 * 2 * 512 * 4
+    notes = " ".join(make_plan(profiles["dsv4-flash"]).notes)
+    assert "2.53 GiB of the pool go to the HCA layers' compress-state rings (256 request slots)" in notes
+    assert layout.kv_bytes_per_token("fp8") == pytest.approx(
+        0.1 * (585 * 43 + 8 / 256 * 10240 * 21) + 21 * (585 + 132) / 4 + 20 * 864 / 128
+    )
 
 
 def test_dsv32_only_fp8_is_available(profiles):
