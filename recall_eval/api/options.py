@@ -237,6 +237,14 @@ class RequestOptions:
         default_text=f"{_spec_default('request_timeout_s'):g}",
         above=0,
     )
+    retries: int | None = option(
+        "--retries",
+        "times a case's request is retried after a transient failure (429, 502, 503, 504, a dropped "
+        "connection), with backoff, jitter and Retry-After honoured",
+        cli=int,
+        default=_spec_default("retries"),
+        minimum=0,
+    )
     api_key: str | None = option(
         "--api-key",
         "API key sent as 'Authorization: Bearer KEY' (else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY)",
