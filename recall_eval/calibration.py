@@ -16,6 +16,9 @@ Short targets: when a recipe's prompt with no filler is already longer than its 
 forms (ShrinkableRecipe.smaller: fewer or terser case-made parts, same id) are tried in turn; when
 even the smallest does not fit, the case comes back marked `not_applicable` (with the reason) and the
 runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
+
+Fixed recipes (a `fixed` attribute that is true: rows of a prepared file, sent as they are) are not
+sized, only measured: their prompt_tokens are the server's count beside the file's own length figure.
 """
 
 from __future__ import annotations
@@ -229,7 +232,12 @@ class Calibrator:
         """The calibrated case and the slope seen; the first smaller form that fits when the recipe
         does not, else the smallest form marked not_applicable."""
         try:
-            words, slope = await self.search(recipe, tokens_per_word)
+            # a recipe with no filler to size (a prepared file's row: sent as it is) is only measured
+            words, slope = (
+                (0, tokens_per_word)
+                if getattr(recipe, "fixed", False)
+                else (await self.search(recipe, tokens_per_word))
+            )
         except TargetTooShort as short:
             smaller = recipe.smaller() if isinstance(recipe, ShrinkableRecipe) else None
             if smaller is not None:

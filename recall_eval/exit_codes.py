@@ -10,7 +10,9 @@
   130  interrupted (Ctrl-C)
 
 Recall is passes over answers from a live model (recall_eval.stats.recall_table, the one definition);
-the gate compares that point estimate with the threshold. A compare is judged variant by variant with
+the gate compares that point estimate with the threshold. A scored suite (RULER tasks, mrcr, files) is
+gated on its mean score (stats.score_table) instead; `overall` is the recall of the pass/miss suites,
+or the mean score when every suite is scored. A compare is judged variant by variant with
 the same rules (compare_verdict); its regressions come from the compare report's paired test
 (recall_eval.api.gating), here they are only worded and counted.
 """
@@ -24,7 +26,7 @@ import pandas as pd
 
 from recall_eval.errors import BadInput
 from recall_eval.frame import frame_of
-from recall_eval.stats import recall_table
+from recall_eval.stats import recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, Result
 
 EXIT_OK = 0
@@ -105,6 +107,15 @@ def _recall_line(name: str, row: pd.Series | None, threshold: float) -> str | No
     return None
 
 
+def _score_line(name: str, row: pd.Series, threshold: float) -> str | None:
+    """row: the stats.score_table row of a scored suite (or of a run of scored suites only)."""
+    if not row["answered"]:
+        return f"{name}: no answer from a live model, below --fail-under {threshold:g}"
+    if row["score"] < threshold:
+        return f"{name}: mean score {row['score']:.3f} ({int(row['answered'])} answered) below --fail-under {threshold:g}"
+    return None
+
+
 def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: str = "") -> Verdict:
     """The exit code of a run that finished, and the lines that explain a non-zero one.
     where: what every line starts with (compare: "variant B, "); sweep leaves it empty."""
@@ -121,10 +132,18 @@ def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: st
     if gate is None:
         return Verdict(EXIT_OK, ())
     lines = []
-    if gate.overall is not None:
-        lines.append(_recall_line(f"{where}overall", overall, gate.overall))
+    scored = frame["metric"].notna()
+    if gate.overall is not None:  # recall of the pass/miss suites; a run of scored suites only: its score
+        if scored.all():
+            lines.append(_score_line(f"{where}overall", score_table(frame).iloc[0], gate.overall))
+        else:
+            lines.append(_recall_line(f"{where}overall", recall_table(frame[~scored]).iloc[0], gate.overall))
     by_suite = recall_table(frame, by=["suite"])
     for suite, threshold in gate.per_suite.items():
+        mine = frame[frame["suite"] == suite]
+        if mine["metric"].notna().any():  # a scored suite is gated on its mean score
+            lines.append(_score_line(f"{where}{suite}", score_table(mine).iloc[0], threshold))
+            continue
         row = by_suite.loc[suite] if suite in by_suite.index else None
         lines.append(_recall_line(f"{where}{suite}", row, threshold))
     unmet = tuple(line for line in lines if line is not None)

@@ -34,13 +34,16 @@ RESULT_COLUMNS: dict[str, str] = {
     "endpoint": "base URL the requests went to (credentials and query left out)",
     "interleaved": "the run's requests were interleaved with another variant's on live servers",
     "case_id": "stable id of the case: same id = same prompt across runs (pairs in compare)",
-    "suite": "needle, config, multiturn",
+    "suite": "needle, config, multiturn, a RULER task (niah_single_1, vt, ...), mrcr_2/4/8, jsonl files",
+    "task": "the task graded: the suite's name, or for a file suite the task it names (niah_single_1, ...)",
     "target_tokens": "requested prompt length in the server's tokens",
     "depth_percent": "requested position of the fact, 0 = start, 100 = end",
     "trial": "index of the independent case within one (length, depth) cell",
     "outcome": "pass, miss, empty, truncated, too_long, oom, crash, timeout, error, not_applicable",
     "counted": "True for answers from a live model (pass, miss, empty, truncated): counted in recall",
     "passed": "outcome == pass",
+    "score": "scored suites only (RULER tasks, mrcr, jsonl): the metric's grade in [0, 1]; empty otherwise",
+    "metric": "scored suites only: string_match_all, string_match_part or mrcr; empty for pass/miss suites",
     "answer": "the model's answer text (untrusted)",
     "expected": "accepted answers, as a JSON list",
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
@@ -134,12 +137,15 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
     row.update(
         case_id=result.case_id,
         suite=result.suite,
+        task=result.params.get("task", result.suite),
         target_tokens=result.target_tokens,
         depth_percent=result.depth_percent,
         trial=result.trial,
         outcome=result.outcome,
         counted=counted,
         passed=result.outcome == "pass",
+        score=result.score if counted else None,
+        metric=result.params.get("metric"),
         answer=result.answer,
         expected=json.dumps(list(result.expected)),
         prompt_tokens=prompt_tokens,
@@ -186,7 +192,7 @@ _DTYPES = {
     "passed": "bool",
     "interleaved": "bool",
 }
-_FLOATS = ("depth_percent", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
+_FLOATS = ("depth_percent", "score", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
 
 
 def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFrame:

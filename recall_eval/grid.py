@@ -122,16 +122,3 @@ def parse_depths(spec: str, option: str = "--depths") -> tuple[float, ...]:
     if len(set(values)) != len(values):
         raise _bad(option, spec, "a depth is repeated")
     return tuple(sorted(values))
-
-
-def parse_suites(spec: str, known: tuple[str, ...], option: str = "--suite") -> tuple[str, ...]:
-    """Parse a comma list of suite names, each one of `known`."""
-    names = [name.strip() for name in spec.split(",")]
-    if not spec.strip() or any(not name for name in names):
-        raise _bad(option, spec, f"write comma-separated suite names ({', '.join(known)})")
-    for name in names:
-        if name not in known:
-            raise _bad(option, spec, f"unknown suite {name!r} (known: {', '.join(known)})")
-    if len(set(names)) != len(names):
-        raise _bad(option, spec, "a suite is repeated")
-    return tuple(names)

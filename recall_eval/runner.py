@@ -32,6 +32,7 @@ from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_capture import IndexerCapture
+from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import score_completion
 from recall_eval.store import RunStore
@@ -191,7 +192,10 @@ class Runner:
             params=params,
             server_prompt_tokens=served,
             length_error_tokens=off,
-            length_off_target=off is not None and abs(off) > tolerance(case.target_tokens),
+            # a case sent as it is (a prepared file's row, a no-context baseline) has no length to be off
+            length_off_target=off is not None
+            and abs(off) > tolerance(case.target_tokens)
+            and case.params.get("grid") not in ("none", "baseline"),
             endpoint=endpoint,
         )
 
@@ -227,10 +231,16 @@ class Runner:
             return result.model_copy(update={"endpoint": endpoint}), died_on
         self._served()
         state.consecutive_deaths = 0
-        outcome, why = score_completion(completion, case.expected, case.distractors)
+        score = None
+        if case.metric is not None:  # a scored case: graded by its metric (recall_eval.metrics)
+            outcome, why, score = score_metric(completion, case.metric, case.expected, case.params)
+        else:
+            outcome, why = score_completion(completion, case.expected, case.distractors)
         result = self._result(
             case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
         )
+        if score is not None:
+            result = result.model_copy(update={"score": score})
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None

@@ -70,6 +70,21 @@ def recall_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     return table
 
 
+def score_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean metric score per group of a results frame: the one definition of a scored suite's figure.
+
+    score = mean of `score` over the answered cases (the frame's `counted` column: a scored suite's
+    empty or truncated answer is graded too, RULER-style); infrastructure and not_applicable cases
+    have no score and are left out. Columns: answered, score (NaN where nothing was answered).
+    """
+    answered = frame[frame["counted"] & frame["score"].notna()]
+    if by:
+        table = answered.groupby(list(by), sort=True)["score"].agg(["count", "mean"])
+    else:
+        table = pd.DataFrame({"count": [len(answered)], "mean": [answered["score"].mean()]})
+    return table.rename(columns={"count": "answered", "mean": "score"})
+
+
 def effective_length(
     recall_by_length: Mapping[int, float | None] | pd.Series, threshold: float = EFFECTIVE_RECALL
 ) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from recall_eval.formatting import recall_text
-from recall_eval.stats import effective_length_of, recall_table
+from recall_eval.stats import effective_length_of, recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES
 
 
@@ -17,6 +17,12 @@ def effective_lengths(frame: pd.DataFrame) -> dict[str, int | None]:
 def summary_line(frame: pd.DataFrame) -> str:
     """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76/80 answered · effective length needle 8,000 ·
     pass 76, miss 4 · too_long 2'."""
+    scored = frame["metric"].notna() if "metric" in frame else pd.Series(False, index=frame.index)
+    score_head = _score_text(frame[scored]) if scored.any() else ""
+    if scored.all() and score_head:  # only scored suites: no recall to state (recall is for pass/miss suites)
+        return " · ".join(part for part in (score_head, _counts_text(frame)) if part)
+    outcomes = frame
+    frame = frame[~scored]
     overall = recall_table(frame).iloc[0]
     passes, answered = int(overall["passes"]), int(overall["answered"])
     if answered:
@@ -27,9 +33,21 @@ def summary_line(frame: pd.DataFrame) -> str:
         )
     else:
         head, lengths = "recall n/a (no answer from a live model)", ""
+    parts = (head, f"effective length {lengths}" if lengths else "", score_head, _counts_text(outcomes))
+    return " · ".join(part for part in parts if part)
+
+
+def _score_text(scored: pd.DataFrame) -> str:
+    """'score 41.3 (mean x 100 of 22 answered; by task in the report)' for the scored suites' rows."""
+    table = score_table(scored).iloc[0]
+    if not table["answered"]:
+        return "score n/a (no answer from a live model)"
+    return f"score {100 * table['score']:.1f} (mean x 100 of {int(table['answered'])} answered; by task in the report)"
+
+
+def _counts_text(frame: pd.DataFrame) -> str:
     counts = frame["outcome"].value_counts()
     live = ", ".join(f"{name} {counts[name]}" for name in RECALL_OUTCOMES if counts.get(name, 0))
     infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts.get(name, 0))
     unfit = f"not applicable {counts['not_applicable']}" if counts.get("not_applicable", 0) else ""
-    parts = (head, f"effective length {lengths}" if lengths else "", live, infra, unfit)
-    return " · ".join(part for part in parts if part)
+    return " · ".join(part for part in (live, infra, unfit) if part)

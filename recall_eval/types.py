@@ -72,6 +72,9 @@ class Case(_Frozen):
     # set by calibration when even the suite's smallest form of this case exceeds target_tokens: why;
     # such a case is never sent and ends as the "not_applicable" outcome
     not_applicable: str | None = None
+    # a scored case (recall_eval.metrics): the metric that grades its answer as a fraction ("string_match_all",
+    # "string_match_part", "mrcr"); None for pass/miss cases, which give recall
+    metric: str | None = None
 
 
 @runtime_checkable
@@ -182,6 +185,7 @@ class Result(_Frozen):
     # the server's count is off the target by more than tolerance (1%, at least 8 tokens): reports flag it
     length_off_target: bool = False
     endpoint: str | None = None  # base URL of the replica that served the case (None: not sent)
+    score: float | None = None  # scored cases only: the metric's grade of the answer in [0, 1] (Case.metric)
 
 
 class PDPart(_Frozen):

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from recall_eval.frame import frame_of
-from recall_eval.stats import EFFECTIVE_RECALL, effective_length_of, percentile, recall_table
+from recall_eval.stats import EFFECTIVE_RECALL, effective_length_of, percentile, recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
 
 ALL_OUTCOMES: tuple[Outcome, ...] = RECALL_OUTCOMES + INFRA_OUTCOMES + NOT_APPLICABLE_OUTCOMES
@@ -44,6 +44,9 @@ class CellFrame:
     depth_percent: float
     outcomes: dict[Outcome, int]  # every outcome of ALL_OUTCOMES, zero where absent
     recall: float | None = None  # passes / answered (stats.recall_table); None when nothing was answered
+    score: float | None = (
+        None  # scored suites: mean metric score (stats.score_table); None for pass/miss ones
+    )
 
     @property
     def total(self) -> int:
@@ -193,6 +196,8 @@ def suite_grid(
     counts = mine.groupby(["target_tokens", "depth_percent", "outcome"]).size()
     stored = counts.unstack("outcome", fill_value=0) if len(counts) else pd.DataFrame()
     recall = recall_table(mine, ["target_tokens", "depth_percent"])["recall"] if len(mine) else pd.Series()
+    scored = mine[mine["score"].notna()] if "score" in mine else mine.iloc[0:0]
+    scores = score_table(scored, ["target_tokens", "depth_percent"])["score"] if len(scored) else pd.Series()
     rows = []
     for depth in all_depths:
         row: list[CellFrame | None] = []
@@ -202,15 +207,17 @@ def suite_grid(
                 continue
             here = stored.loc[(length, depth)]
             outcomes = {o: int(here.get(o, 0)) for o in ALL_OUTCOMES}
-            row.append(CellFrame(suite, length, depth, outcomes, _none(recall.loc[(length, depth)])))
+            score = _none(scores.get((length, depth))) if len(scores) else None
+            row.append(CellFrame(suite, length, depth, outcomes, _none(recall.loc[(length, depth)]), score))
         rows.append(tuple(row))
     return SuiteGrid(suite=suite, lengths=all_lengths, depths=all_depths, cells=tuple(rows))
 
 
 def suites_in(data: ResultsLike, planned: Iterable[str] = ()) -> tuple[str, ...]:
-    """Suites to show: the planned ones in their order, then any others found in the results."""
+    """Suites to show: the planned ones in their order, then any others found in the results. A planned
+    file suite (`ruler-jsonl:PATH`, `jsonl:PATH`: a path) shows under the suite its rows name instead."""
     found = as_frame(data)["suite"].drop_duplicates().tolist()
-    return tuple(dict.fromkeys([*planned, *found]))
+    return tuple(dict.fromkeys([*(name for name in planned if "/" not in name), *found]))
 
 
 def length_frames(data: ResultsLike) -> list[LengthFrame]:

@@ -32,6 +32,7 @@ from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_f
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
 from reports.html import environment
+from reports.task_scores import TaskTable, task_table
 
 
 def _png_uri(png: bytes) -> str:
@@ -162,6 +163,7 @@ def render_html(
     panels: list[SuitePanel],
     text: str,
     coverage: list[tuple[str, CoverageView | None]] | None = None,
+    tasks: list[tuple[str, TaskTable]] | None = None,
 ) -> str:
     env = environment()
     env.filters.update(p_value=p_value, pct=signed_percent)
@@ -181,6 +183,7 @@ def render_html(
         reused={v.label: v.reused for v in manifest.variants},
         length_chart=_png_uri(length_recall_png(data.variants, data.lengths)),
         coverage=coverage or [],
+        tasks=tasks or [],
     )
 
 
@@ -218,7 +221,9 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
         compare_dir, manifest, {"rendered_at": time.time(), "verdict": text, "numbers": computed}
     )
     html = compare_dir / COMPARE_HTML
-    write_atomically(html, render_html(manifest, data, panels, text, coverage_panels(runs)).encode("utf-8"))
+    tasks = [(run.label, table) for run in runs if (table := task_table(run.frame, run.run.spec.suites))]
+    page = render_html(manifest, data, panels, text, coverage_panels(runs), tasks)
+    write_atomically(html, page.encode("utf-8"))
     return html
 
 

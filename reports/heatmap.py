@@ -42,6 +42,8 @@ def cell_text(cell: CellFrame | None) -> tuple[str, str]:
     if cell.answered == 0:
         return (infra_label(cell.infra_outcomes), f"{cell.infra} case{'s' if cell.infra != 1 else ''}")
     note = f"+{cell.infra} {infra_label(cell.infra_outcomes)}" if cell.infra else ""
+    if cell.score is not None:  # a scored suite: the mean score (0-100, as RULER writes it), n answered
+        return (f"{100 * cell.score:.0f}", note or f"n={cell.answered}")
     return (f"{cell.passes}/{cell.answered}", note)
 
 
@@ -60,7 +62,8 @@ def _draw_cell(ax: Axes, x: int, y: int, cell: CellFrame | None, font: float) ->
     elif cell.answered == 0:
         face, hatch, colour = INFRA_FACE, "///", TEXT
     else:
-        face, hatch, colour = RECALL_CMAP(RECALL_NORM(cell.recall)), None, TEXT
+        value = cell.score if cell.score is not None else cell.recall
+        face, hatch, colour = RECALL_CMAP(RECALL_NORM(value)), None, TEXT
     left, top, right, bottom = x - 0.5, y - 0.5, x + 0.5, y + 0.5
     ax.add_patch(Rectangle((left, top), 1, 1, facecolor=face, linewidth=0))
     if hatch:
@@ -128,7 +131,9 @@ def heatmap_figure(grid: SuiteGrid, title: str) -> Figure:
         for x, cell in enumerate(row):
             _draw_cell(ax, x, y, cell, font)
     scale = ScalarMappable(norm=RECALL_NORM, cmap=RECALL_CMAP)
-    finish_grid_axes(fig, ax, grid.lengths, grid.depths, title, scale, "recall (passes / answered)")
+    scored = any(cell is not None and cell.score is not None for row in grid.cells for cell in row)
+    label = "mean score (metric, 0-1)" if scored else "recall (passes / answered)"
+    finish_grid_axes(fig, ax, grid.lengths, grid.depths, title, scale, label)
     legend = [
         Patch(
             facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="infrastructure only (not a miss)"

@@ -15,12 +15,14 @@ from matplotlib.colors import to_hex
 
 from recall_eval.formatting import percent, rate, seconds, tokens, utc
 from recall_eval.frame import frame_of
+from recall_eval.stats import score_table
 from recall_eval.store import load_run, write_atomically
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import aggregates
 from reports.coverage_charts import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
 from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS
+from reports.task_scores import task_table
 
 REPORT_FILE = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -36,6 +38,8 @@ class SuiteView:
     summary: aggregates.Summary
     png_name: str
     png: bytes
+    score: float | None = None  # scored suites: mean score of the answered cases (stats.score_table)
+    metric: str | None = None  # scored suites: the metric's name
 
     @property
     def png_data_uri(self) -> str:
@@ -118,17 +122,43 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     return {"spec": spec, "profile": profile, "versions": versions}
 
 
+def _score_of(rows: pd.DataFrame) -> dict[str, Any]:
+    """score and metric of a scored suite's rows (stats.score_table), empty for a pass/miss suite."""
+    metrics = rows["metric"].dropna() if "metric" in rows else pd.Series(dtype=object)
+    if metrics.empty:
+        return {}
+    mean = score_table(rows).iloc[0]["score"]
+    return {"score": None if pd.isna(mean) else float(mean), "metric": str(metrics.iloc[0])}
+
+
+def _pass_miss(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["metric"].isna()] if "metric" in frame else frame
+
+
+def _figure_of(frame: pd.DataFrame, suite: str) -> str:
+    """What a suite's heatmap shows: mean score for a scored suite, recall for a pass/miss one."""
+    return "score" if frame.loc[frame["suite"] == suite, "metric"].notna().any() else "recall"
+
+
 def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
     views = []
     for suite in aggregates.suites_in(frame, run.spec.suites):
-        grid = aggregates.suite_grid(frame, suite, run.spec.lengths, run.spec.depths)
+        # a suite's rows may say which planned axes they follow (param_grid: "lengths" for tasks with no
+        # depth, "none" for prepared files); the others draw only what they stored
+        kinds = (
+            set(frame.loc[frame["suite"] == suite, "param_grid"].dropna()) if "param_grid" in frame else set()
+        )
+        lengths = () if "none" in kinds else run.spec.lengths
+        depths = () if kinds & {"none", "lengths", "baseline"} else run.spec.depths
+        grid = aggregates.suite_grid(frame, suite, lengths, depths)
         views.append(
             SuiteView(
                 name=suite,
                 grid=grid,
                 summary=aggregates.summarize(frame[frame["suite"] == suite]),
                 png_name=_png_name(suite),
-                png=heatmap_png(grid, f"{suite}: recall by depth and length"),
+                png=heatmap_png(grid, f"{suite}: {_figure_of(frame, suite)} by depth and length"),
+                **_score_of(frame[frame["suite"] == suite]),
             )
         )
     return views
@@ -144,8 +174,11 @@ def render_html(
     return template.render(
         run=run,
         summary=aggregates.summarize(frame, planned=run.spec.suites),
+        # recall is the figure of pass/miss suites only; scored suites have theirs in the task table
+        recall_summary=aggregates.summarize(_pass_miss(frame), planned=run.spec.suites),
         suites=suites,
         lengths=aggregates.length_frames(frame),
+        tasks=task_table(frame, run.spec.suites),
         failures=aggregates.failures(frame),
         off_target=aggregates.off_target(frame),
         tokenizer_text=", ".join(

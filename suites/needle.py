@@ -118,6 +118,11 @@ class NeedleRecipe(GridRecipe):
             },
         )
 
+    def bare_case(self) -> Case:
+        """The no-context baseline: the question alone (the fact is nowhere in the prompt)."""
+        question = (ChatMessage(role="user", content=self.fact.question),)
+        return self.render(0).model_copy(update={"messages": question, "needle": None})
+
     def words_guess(self, tokens_per_word: float) -> int:
         fixed_chars = len(self.fact.sentence) + len(self.fact.question) + 3
         fixed_tokens = fixed_chars / 4 + CHAT_OVERHEAD_TOKENS

@@ -11,6 +11,8 @@ Disjointness from evaluation, by construction:
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Case
+from suites.config_formats import FORMATS as CONFIG_FORMATS
 from suites.config_recall import LAYOUTS as CONFIG_LAYOUTS
 from suites.config_recall import ConfigStream, make_config_recipe
 from suites.dialogue import FillerDialogue
@@ -58,7 +61,14 @@ def _needle_case(seed: int, index: int, filler_words: int, depth: float, taken: 
     return recipe.render(filler_words)
 
 
-def _config_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+def _config_case(
+    seed: int,
+    index: int,
+    filler_words: int,
+    depth: float,
+    taken: set[str],
+    formats: Sequence[str] = (),
+) -> Case:
     recipe = make_config_recipe(
         target_tokens=0,
         depth_percent=depth,
@@ -67,6 +77,9 @@ def _config_case(seed: int, index: int, filler_words: int, depth: float, taken: 
         pool="train",
         stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
     )
+    if formats:  # a curriculum: only these formats (the blocks do not depend on the format)
+        fmt = formats[derive_rng("train-config-format", seed, index).randrange(len(formats))]
+        recipe = dataclasses.replace(recipe, fact=dataclasses.replace(recipe.fact, fmt=fmt))
     # every layout the evaluation may send (short lengths use the smaller ones), in equal shares
     for _ in range(derive_rng("train-config-layout", seed, index).randrange(len(CONFIG_LAYOUTS))):
         recipe = recipe.smaller() or recipe
@@ -96,6 +109,17 @@ KIND_BUILDERS: dict[str, KindBuilder] = {
 }
 
 
+def _builder(kind: str) -> KindBuilder | None:
+    """The builder of a kind; "config:env+sysctl" is the config kind restricted to those formats."""
+    name, _, formats = kind.partition(":")
+    if name == "config" and formats:
+        chosen = tuple(formats.split("+"))
+        if any(f not in CONFIG_FORMATS for f in chosen):
+            return None
+        return functools.partial(_config_case, formats=chosen)
+    return None if formats else KIND_BUILDERS.get(name)
+
+
 def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None:
     if n < 0:
         raise BadInput(f"--n must be at least 0, got {n}")
@@ -103,10 +127,11 @@ def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None
         raise BadInput(f"need 0 <= min-words <= max-words, got {min_words} and {max_words}")
     if not kinds:
         raise BadInput("no training kinds given; use some of: " + ", ".join(KIND_BUILDERS))
-    missing = [k for k in kinds if k not in KIND_BUILDERS]
+    missing = [k for k in kinds if _builder(k) is None]
     if missing:
         raise BadInput(
             f"training kind(s) {', '.join(missing)} not implemented yet; available: {', '.join(KIND_BUILDERS)}"
+            f" (config:FORMAT+FORMAT restricts config to some of {', '.join(CONFIG_FORMATS)})"
         )
 
 
@@ -124,6 +149,7 @@ def iter_training_examples(
     Deterministic for (seed, n, min_words, max_words, kinds); example i is the same for any n > i.
     """
     _check(n, min_words, max_words, kinds)
+    builders = {kind: _builder(kind) for kind in kinds}
     train_seed = seed + TRAIN_SEED_OFFSET
     taken: set[str] = set()
     for index in range(n):
@@ -131,7 +157,7 @@ def iter_training_examples(
         rng = derive_rng("train", train_seed, index)
         filler_words = rng.randint(min_words, max_words)
         depth = round(rng.uniform(0.0, 100.0), 1)
-        case = KIND_BUILDERS[kind](train_seed, index, filler_words, depth, taken)
+        case = builders[kind](train_seed, index, filler_words, depth, taken)
         yield TrainingExample(
             messages=[{"role": m.role, "content": m.content} for m in case.messages],
             answer=case.expected[0],

@@ -171,7 +171,8 @@ def _fail_under() -> Any:
     return option(
         "--fail-under",
         "exit 4 when recall (in a compare: any variant's) is below this: overall (0.95), per suite "
-        "(needle=0.98,config=0.8), or both; one line per variant and suite that missed. For CI gating",
+        "(needle=0.98,config=0.8), or both; a scored suite (vt=0.85) is gated on its mean score; one line "
+        "per variant and suite that missed. For CI gating",
         cli=str,
         metavar="RECALL",
     )
@@ -189,7 +190,11 @@ class GridOptions:
     """Which cases run: identical grids give identical cases (the same case ids)."""
 
     suites: str | Sequence[str] | None = option(
-        "--suite", "suites, comma-separated", default=",".join(_spec_default("suites"))
+        "--suite",
+        "suites, comma-separated: needle, config, multiturn; ruler (its 11 tasks) or one task (vt, "
+        "niah_single_1, ...); mrcr; ruler-jsonl:PATH, jsonl:PATH (prepared files); SUITE~nocontext "
+        "(no-context baseline)",
+        default=",".join(_spec_default("suites")),
     )
     lengths: str | Sequence[int] | None = option(
         "--lengths", "context lengths: A..B (8 geometric points), A..B:N, or A,B,C", default="338..22597"

@@ -38,7 +38,7 @@ from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
-from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
@@ -88,21 +88,27 @@ def build_spec(
     """The RunSpec of a new run: given options, else the defaults (BadInput for a malformed one).
 
     A thinking run (a reasoning effort, or the template's thinking switch on) without --max-tokens gets
-    THINKING_MAX_TOKENS: reasoning and answer share the budget."""
+    THINKING_MAX_TOKENS: reasoning and answer share the budget. Without --max-tokens, RULER's tasks get
+    RULER's answer budget and mrcr its own (suites.answer_budget)."""
     check_ranges(grid)
     check_request(request)
     knobs = request_knobs(request)
     auth = request_auth(request)
     thinking = is_thinking_run(RunSpec(lengths=(1,), depths=(0.0,), **knobs))
+    names = suites.parse_suite_names(
+        _spec_text(grid.suites if grid.suites is not None else DEFAULT_GRID.suites)
+    )
     if grid.max_tokens is None and thinking:
         grid = dataclasses.replace(grid, max_tokens=THINKING_MAX_TOKENS)
+    elif grid.max_tokens is None and (budget := suites.answer_budget(names)) is not None:
+        grid = dataclasses.replace(grid, max_tokens=budget)  # RULER's answer budget, MRCR's
     grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
     assert grid.suites and grid.lengths and grid.depths  # filled by the defaults
     return RunSpec(
         **knobs,
         header_names=tuple(sorted(auth.headers)),
         api_key_used=bool(auth.api_key),
-        suites=parse_suites(_spec_text(grid.suites), tuple(sorted(suites.SUITES))),
+        suites=names,
         lengths=parse_lengths(_spec_text(grid.lengths)),
         depths=parse_depths(_spec_text(grid.depths)),
         trials=grid.trials,
@@ -186,6 +192,7 @@ def check_lengths_of(spec: RunSpec) -> None:
         recipe
         for suite in spec.suites
         for recipe in suites.build_recipes(suite, (shortest,), spec.depths, 1, spec.seed)
+        if not getattr(recipe, "fixed", False)  # a prepared file's rows are not sized to --lengths
     ]
     check_lengths_servable(spec.lengths, recipes)
 

@@ -143,3 +143,34 @@ def test_gate_compare_fails_on_a_regression_only_when_asked():
     assert gated.exit_code == EXIT_BELOW_GATE
     assert [line.split(":")[0] for line in gated.lines] == ["variant B, needle"]  # one suite: no overall
     assert gate_compare(["A", "B"], [base, base], fail_on_regression=True).exit_code == EXIT_OK
+
+
+def _scored(suite: str, scores: list[float]) -> list[Result]:
+    return [
+        Result(
+            case_id=f"{suite}-{i}",
+            suite=suite,
+            variant="default",
+            outcome="pass" if score == 1 else "miss",
+            target_tokens=1000,
+            depth_percent=0.0,
+            started_at=0.0,
+            finished_at=1.0,
+            score=score,
+            params={"metric": "string_match_all", "task": suite},
+        )  # fmt: skip
+        for i, score in enumerate(scores)
+    ]
+
+
+def test_scored_suites_are_gated_on_their_mean_score():
+    vt = _scored("vt", [1.0, 0.6, 0.8])  # mean 0.8; recall (score 1) would be 1/3
+    ok = verdict(vt, RecallGate(overall=0.75, per_suite={"vt": 0.8}))
+    assert ok.exit_code == EXIT_OK
+    low = verdict(vt, RecallGate(per_suite={"vt": 0.85}))
+    assert low.exit_code == EXIT_BELOW_GATE and low.lines == (
+        "vt: mean score 0.800 (3 answered) below --fail-under 0.85",
+    )
+    # mixed: overall is the pass/miss suites' recall (needle 2/2), not pulled down by the scored suite
+    mixed = verdict(vt + results("needle", 2, 0), RecallGate(overall=0.9))
+    assert mixed.exit_code == EXIT_OK

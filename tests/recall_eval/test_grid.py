@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from recall_eval.errors import BadInput
-from recall_eval.grid import parse_depths, parse_lengths, parse_suites
+from recall_eval.grid import parse_depths, parse_lengths
+from suites import parse_suite_names
 
 
 def test_default_length_range_is_8_geometric_points_with_both_ends():
@@ -97,13 +98,12 @@ def test_bad_depth_specs(spec, fragment):
 
 
 def test_suites():
-    known = ("needle", "config", "multiturn")
-    assert parse_suites("needle", known) == ("needle",)
-    assert parse_suites("needle, config", known) == ("needle", "config")
+    assert parse_suite_names("needle") == ("needle",)
+    assert parse_suite_names("needle, config") == ("needle", "config")
     for spec, fragment in [
         ("bogus", "unknown suite 'bogus'"),
         ("needle,", "comma-separated"),
         ("needle,needle", "repeated"),
     ]:
         with pytest.raises(BadInput, match=fragment):
-            parse_suites(spec, known)
+            parse_suite_names(spec)

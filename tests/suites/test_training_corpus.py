@@ -51,6 +51,20 @@ def test_unknown_or_missing_kinds_are_clear_errors() -> None:
         list(iter_training_examples(0, 1, 30, 20, ("needle",)))
 
 
+def test_config_kind_can_be_restricted_to_some_formats() -> None:
+    fences = {
+        e.messages[0]["content"].split("\n", 1)[0]
+        for e in iter_training_examples(5, 30, 20, 80, ("config:env+sysctl",))
+    }
+    assert fences == {"```env", "```conf"}  # the env and sysctl formats only, both drawn
+    everything = {
+        e.messages[0]["content"].split("\n", 1)[0] for e in iter_training_examples(5, 60, 20, 80, ("config",))
+    }
+    assert len(everything) > 2
+    with pytest.raises(BadInput, match="config:FORMAT"):
+        list(iter_training_examples(0, 1, 10, 20, ("config:xml",)))
+
+
 def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "corpus.jsonl"
     argv = ["--out", str(out), "--n", "12", "--seed", "4", "--min-words", "20", "--max-words", "80"]

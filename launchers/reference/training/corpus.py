@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launchers.reference.tokenizer import ChatTokenizer, render_chat
-from launchers.reference.training.train_data import Sample, encode_examples, randomize_key, randomize_value
+from launchers.reference.training.train_data import (
+    Sample,
+    encode_examples,
+    randomize_all_codes,
+    randomize_all_keys,
+    randomize_services,
+)
 
 CODE_RE = re.compile(r"\b[A-Z]{3,}-\d{4}-[A-Z]{3,}\b")
 TOKENS_PER_WORD = 1.19  # measured on needle documents with the shipped tokenizer
@@ -36,6 +42,18 @@ def tokenizer_texts(seed: int, n: int, kinds: Sequence[str]) -> Iterator[str]:
         yield CODE_RE.sub("", text)
 
 
+def config_texts(seed: int, n: int) -> Iterator[str]:
+    """Rendered training config chats (all formats), service names random as in training: what the
+    config-aware merges are learned on (no service word of the training pool becomes a token)."""
+    from suites.training_corpus import iter_training_examples
+
+    rng = random.Random(seed)
+    _, services = _train_names()
+    for example in iter_training_examples(seed, n, 50, 1200, ("config",)):
+        messages = randomize_services(example.messages, set(services), rng, set(_forbidden_words()))
+        yield render_chat([*messages, {"role": "assistant", "content": example.answer}], False)
+
+
 @functools.cache
 def _tokenizer(path: str) -> ChatTokenizer:
     return ChatTokenizer(Path(path))
@@ -43,10 +61,24 @@ def _tokenizer(path: str) -> ChatTokenizer:
 
 @functools.cache
 def _forbidden_words() -> frozenset[str]:
+    from suites.config_vocab import ROLES, SUBSECTIONS, services
     from suites.values import code_words, key_names
 
-    # random code words and key names must never equal an evaluation word or name
-    return frozenset(code_words("eval")) | frozenset(key_names("eval"))
+    # random code words, key names and service names must never equal an evaluation word or name
+    return (
+        frozenset(code_words("eval"))
+        | frozenset(key_names("eval"))
+        | frozenset({*services("eval"), *ROLES, *SUBSECTIONS})
+    )
+
+
+@functools.cache
+def _train_names() -> tuple[frozenset[str], frozenset[str]]:
+    """The training pool's key names and config service words (what randomisation replaces)."""
+    from suites.config_vocab import services
+    from suites.values import key_names
+
+    return frozenset(key_names("train")), frozenset(services("train"))
 
 
 @functools.cache
@@ -63,9 +95,9 @@ class ShardSpec:
     min_words: int
     max_words: int
     kinds: tuple[str, ...]
-    randomize: float  # share of examples whose code value is replaced by a random code
+    randomize: float  # share of examples whose code values are replaced by random codes
     tokenizer_path: str
-    randomize_keys: float = 0.0  # share of examples whose key name is replaced by a random name
+    randomize_keys: float = 0.0  # share whose key names (config: service names) become random words
 
 
 def make_kind_shard(spec: ShardSpec) -> tuple[str, list[Sample]]:
@@ -79,12 +111,16 @@ def make_shard(spec: ShardSpec) -> list[Sample]:
 
     rng = random.Random(spec.seed)
     forbidden = set(_forbidden_words())
+    key_names, services = _train_names()
     pairs = []
     for example in iter_training_examples(spec.seed, spec.n, spec.min_words, spec.max_words, spec.kinds):
         messages, answer = example.messages, example.answer
-        if rng.random() < spec.randomize:
-            messages, answer = randomize_value(messages, answer, rng, forbidden)
+        if rng.random() < spec.randomize:  # config values are random by construction
+            messages, answer = randomize_all_codes(messages, answer, rng, forbidden)
         if rng.random() < spec.randomize_keys:
-            messages = randomize_key(messages, _key_re(), rng, forbidden)
+            if example.kind.startswith("config"):
+                messages = randomize_services(messages, set(services), rng, forbidden)
+            else:
+                messages = randomize_all_keys(messages, _key_re(), set(key_names), rng, forbidden)
         pairs.append((messages, answer))
     return encode_examples(_tokenizer(spec.tokenizer_path), pairs)

@@ -37,6 +37,7 @@ from launchers.reference.model import ReferenceModel, count_parameters
 from launchers.reference.tokenizer import ChatTokenizer, train_tokenizer
 from launchers.reference.training.corpus import (
     ShardSpec,
+    config_texts,
     make_kind_shard,
     make_shard,
     tokenizer_texts,
@@ -44,6 +45,12 @@ from launchers.reference.training.corpus import (
 )
 from launchers.reference.training.greedy import greedy_from_states, prompt_states
 from launchers.reference.training.train_data import Batch, Sample, bucket_batches, make_batch
+from launchers.reference.training.vocab_extension import (
+    extend_tokenizer,
+    grow_embeddings,
+    padded_vocab,
+    save_tokenizer,
+)
 
 TOPK_CHOICES = (16, 32, 64, 128, 256, 512)
 VAL_TOPK = 512
@@ -58,17 +65,19 @@ def build_tokenizer(out: Path, vocab_size: int) -> None:
 
 
 def model_config(tokenizer: ChatTokenizer) -> ModelConfig:
-    return ModelConfig(vocab_size=-(-tokenizer.vocab_size // 64) * 64)
+    return ModelConfig(vocab_size=padded_vocab(tokenizer.vocab_size))
 
 
-def save_checkpoint(model: ReferenceModel, out: Path, meta: dict) -> None:
+def save_checkpoint(
+    model: ReferenceModel, out: Path, meta: dict, tokenizer: Path = WEIGHTS_DIR / "tokenizer.json"
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save(out / "model.safetensors.tmp")
     (out / "model.safetensors.tmp").replace(out / "model.safetensors")
     (out / "config.json").write_text(model.cfg.to_json())
     (out / "training.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     if not (out / "tokenizer.json").exists():
-        shutil.copy(WEIGHTS_DIR / "tokenizer.json", out / "tokenizer.json")
+        shutil.copy(tokenizer, out / "tokenizer.json")
 
 
 class BatchSource:
@@ -104,11 +113,7 @@ class BatchSource:
         self.pool.terminate()
 
 
-def _randomized(kind: str, share: float) -> float:
-    """Share of examples whose value and key name are swapped for random ones: `share` for needle codes,
-    none for other kinds (a config value or a dialogue fact has its own shape, which a random code would
-    break)."""
-    return share if kind == "needle" else 0.0
+RANDOM_SHARE = 0.75  # training examples whose case-made names and codes are random (validation: all)
 
 
 def shard_specs(
@@ -121,9 +126,17 @@ def shard_specs(
     for i in range(n_shards):
         w = round(math.exp(rng.uniform(lo, hi)))
         kind = kinds[i % len(kinds)]
-        share = _randomized(kind, 0.75)
         specs.append(
-            ShardSpec(seed * 100_000 + i, 48, w, round(w * 1.12), (kind,), share, tokenizer_path, share)
+            ShardSpec(
+                seed * 100_000 + i,
+                48,
+                w,
+                round(w * 1.12),
+                (kind,),
+                RANDOM_SHARE,
+                tokenizer_path,
+                RANDOM_SHARE,
+            )
         )
     return specs
 
@@ -132,13 +145,12 @@ def validation_sets(
     tokenizer_path: str, n: int, lengths: tuple[int, ...], kinds: tuple[str, ...] = KINDS
 ) -> dict[str, list[Sample]]:
     """Held-out training-pool documents (seeds no shard uses) per kind and length, keyed "kind@length";
-    needle codes random."""
+    every case-made code and name random."""
     out = {}
     for k, kind in enumerate(kinds):
         for j, length in enumerate(lengths):
             w = words_for_tokens(length)
-            share = _randomized(kind, 1.0)
-            spec = ShardSpec(777_000_000 + 1000 * k + j, n, w, w, (kind,), share, tokenizer_path, share)
+            spec = ShardSpec(777_000_000 + 1000 * k + j, n, w, w, (kind,), 1.0, tokenizer_path, 1.0)
             out[f"{kind}@{length}"] = make_shard(spec)
     return out
 
@@ -196,7 +208,7 @@ def train(args: argparse.Namespace) -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tok_path = str(WEIGHTS_DIR / "tokenizer.json")
+    tok_path = str(args.tokenizer)
     tok = ChatTokenizer(Path(tok_path))
     t_start = time.time()
     kinds = tuple(args.kinds.split(","))
@@ -209,7 +221,11 @@ def train(args: argparse.Namespace) -> None:
     val_lengths = tuple(int(n) for n in args.val_lengths.split(","))
     val = validation_sets(tok_path, args.val_cases, val_lengths, tuple(dict.fromkeys(kinds)))
     if args.init:  # warm start (e.g. a second stage with a changed data mix)
-        model = ReferenceModel.load(args.init).train().to(device)
+        model = ReferenceModel.load(args.init)
+        # a tokenizer extended with new tokens: the same network with new embedding rows
+        old_tok = ChatTokenizer(Path(args.init) / "tokenizer.json").tokenizer
+        model = grow_embeddings(model, old_tok, tok.tokenizer, padded_vocab(tok.vocab_size))
+        model = model.train().to(device)
         for p in model.parameters():
             p.requires_grad_(True)
     else:
@@ -295,7 +311,7 @@ def train(args: argparse.Namespace) -> None:
                     "examples_generated": source.examples,
                     "args": vars(args),
                 }
-                save_checkpoint(model, out, meta)
+                save_checkpoint(model, out, meta, Path(tok_path))
     source.close()
     print(f"done: {step} steps in {time.time() - t0:.0f}s, best val score {best:.3f}", flush=True)
 
@@ -308,6 +324,13 @@ def main() -> None:
     p_tok = sub.add_parser("tokenizer")
     p_tok.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tokenizer.json")
     p_tok.add_argument("--vocab-size", type=int, default=2048)
+    p_ext = sub.add_parser(
+        "extend-tokenizer", help="the shipped tokenizer plus merges learned on config text"
+    )
+    p_ext.add_argument("--out", type=Path, required=True)
+    p_ext.add_argument("--base", type=Path, default=WEIGHTS_DIR / "tokenizer.json")
+    p_ext.add_argument("--new", type=int, default=269, help="tokens to add (269: 1,779 -> 2,048)")
+    p_ext.add_argument("--docs", type=int, default=3000, help="config documents to learn the merges on")
     p_init = sub.add_parser("init")
     p_init.add_argument("--out", type=Path, required=True)
     p_train = sub.add_parser("train")
@@ -321,7 +344,14 @@ def main() -> None:
     p_train.add_argument(
         "--kinds",
         default=",".join(KINDS),
-        help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it)",
+        help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it;"
+        " config:env+sysctl restricts config documents to those formats)",
+    )
+    p_train.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=WEIGHTS_DIR / "tokenizer.json",
+        help="tokenizer.json to train with (an extended one grows the --init model's embeddings)",
     )
     p_train.add_argument("--workers", type=int, default=12)
     p_train.add_argument("--shards", type=int, default=4000)
@@ -339,6 +369,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.cmd == "tokenizer":
         build_tokenizer(args.out, args.vocab_size)
+    elif args.cmd == "extend-tokenizer":
+        save_tokenizer(extend_tokenizer(args.base, config_texts(515151, args.docs), args.new), args.out)
     elif args.cmd == "init":
         model = ReferenceModel(model_config(ChatTokenizer(WEIGHTS_DIR / "tokenizer.json")))
         save_checkpoint(model, args.out, {"random_init": True, "params": count_parameters(model)})

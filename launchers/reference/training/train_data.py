@@ -1,11 +1,13 @@
 """Training samples for the reference model, made from the suites' training examples.
 
 The examples come from suites.training_corpus (train-only value pools and seeds); train.py
-passes them in, so this module imports nothing from suites. For most examples the code value
+passes them in, so this module imports nothing from suites. For most examples every code value
 is replaced, everywhere it occurs, by a fresh random code of the same shape (WORD-NNNN-WORD,
-random letters): with only ~60 pool words the model could otherwise learn to complete words it
-has memorised instead of copying them, and evaluation values are words it never saw. Random
-words that happen to be evaluation-pool words are redrawn (`forbidden`).
+random letters), and every key name (config: every service name) by a random pseudo-word: with
+only ~60 pool words the model could otherwise learn to complete words it has memorised instead of
+copying them, and evaluation values and names are words it never saw. All of a chat's codes and
+names are replaced, never the asked one alone (that would mark the answer). Random words that
+happen to be evaluation-pool words are redrawn (`forbidden`).
 """
 
 from __future__ import annotations
@@ -40,16 +42,6 @@ def random_code(rng: random.Random, forbidden: set[str]) -> str:
     return f"{word()}-{rng.randint(1000, 9999)}-{word()}"
 
 
-def randomize_value(
-    messages: list[dict[str, str]], answer: str, rng: random.Random, forbidden: set[str]
-) -> tuple[list[dict[str, str]], str]:
-    """Replace the answer (a code value) by a random code everywhere it occurs."""
-    if not CODE_RE.fullmatch(answer):
-        return messages, answer
-    new = random_code(rng, forbidden)
-    return [{**m, "content": m["content"].replace(answer, new)} for m in messages], new
-
-
 def random_name(rng: random.Random, forbidden: set[str]) -> str:
     """A capitalised pseudo-word of 2-4 syllables, e.g. "Tavorin" (never a forbidden name)."""
     consonants, vowels = "bcdfghjklmnprstvwz", "aeiouy"
@@ -65,18 +57,60 @@ def random_name(rng: random.Random, forbidden: set[str]) -> str:
             return name
 
 
-def randomize_key(
-    messages: list[dict[str, str]], key_re: re.Pattern[str], rng: random.Random, forbidden: set[str]
+def _replace_all(
+    messages: list[dict[str, str]], answer: str, mapping: dict[str, str], flags: int = 0
+) -> tuple[list[dict[str, str]], str]:
+    """Every whole-word occurrence of each mapping key (letters on neither side) replaced by its value."""
+    if not mapping:
+        return messages, answer
+    pattern = re.compile(
+        r"(?<![A-Za-z])("
+        + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True)))
+        + r")(?![A-Za-z])",
+        flags,
+    )
+
+    def sub(text: str) -> str:
+        return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+    return [{**m, "content": sub(m["content"])} for m in messages], sub(answer)
+
+
+def randomize_all_codes(
+    messages: list[dict[str, str]], answer: str, rng: random.Random, forbidden: set[str]
+) -> tuple[list[dict[str, str]], str]:
+    """Every code value in the chat (the asked one and the others of a multi-turn chat alike, so that
+    no random-looking code marks the answer) replaced by its own random code of the same shape."""
+    codes = dict.fromkeys(c for m in messages for c in CODE_RE.findall(m["content"]))
+    return _replace_all(messages, answer, {c: random_code(rng, forbidden) for c in codes})
+
+
+def randomize_all_keys(
+    messages: list[dict[str, str]],
+    key_re: re.Pattern[str],
+    names: set[str],
+    rng: random.Random,
+    forbidden: set[str],
 ) -> list[dict[str, str]]:
-    """Replace the proper name of the key the last message asks about ("the Sundial archive")
-    by a random name everywhere, so that finding the fact cannot rely on memorised names."""
-    found = key_re.findall(messages[-1]["content"])
-    if not found:
-        return messages
-    name = found[-1]
-    new = random_name(rng, forbidden)
-    pattern = re.compile(rf"\b{re.escape(name)}\b")
-    return [{**m, "content": pattern.sub(new, m["content"])} for m in messages]
+    """Every key name of the pool `names` ("Sundial" of "Sundial archive") in the chat replaced by its
+    own random pseudo-word (only pool names: "The archive" must keep its "The")."""
+    found = dict.fromkeys(n for m in messages for n in key_re.findall(m["content"]) if n in names)
+    return _replace_all(messages, "", {n: random_name(rng, forbidden) for n in found})[0]
+
+
+def randomize_services(
+    messages: list[dict[str, str]], services: set[str], rng: random.Random, forbidden: set[str]
+) -> list[dict[str, str]]:
+    """Config documents: every service word of the pool (`tickets` of the block `tickets_api`, also
+    as `TICKETS_API_...` in env files and `tickets-api` in manifests) replaced by its own random
+    lowercase pseudo-word, so that finding an entry cannot rely on memorised block names."""
+    text = "\n".join(m["content"] for m in messages)
+    mapping: dict[str, str] = {}
+    for service in sorted(services):
+        if re.search(rf"(?<![A-Za-z]){service}(?![A-Za-z])", text, re.IGNORECASE):
+            new = random_name(rng, forbidden).lower()
+            mapping[service], mapping[service.upper()] = new, new.upper()
+    return _replace_all(messages, "", mapping)[0]
 
 
 def encode_examples(

@@ -11,8 +11,9 @@ from launchers.reference.training.train_data import (
     CODE_RE,
     Sample,
     make_batch,
-    randomize_key,
-    randomize_value,
+    randomize_all_codes,
+    randomize_all_keys,
+    randomize_services,
 )
 
 MESSAGES = [
@@ -22,22 +23,46 @@ MESSAGES = [
 KEY_RE = re.compile(r"\b([A-Z][a-z]+) (?:vault|archive|server)\b")
 
 
-def test_random_value_replaces_every_occurrence() -> None:
+TWO_FACTS = [
+    {"role": "user", "content": "The Sundial archive uses the code ROBIN-1158-FINCH. The archive is old."},
+    {"role": "assistant", "content": "Noted the Sundial archive code."},
+    {
+        "role": "user",
+        "content": "The Falcon vault uses WREN-2222-OAK.\n\nWhat is the code for the Sundial archive?",
+    },
+]
+
+
+def test_every_code_gets_its_own_random_code_so_none_marks_the_answer() -> None:
     rng = random.Random(0)
     for _ in range(50):
-        messages, answer = randomize_value(MESSAGES, "ROBIN-1158-FINCH", rng, forbidden={"ZEBRA", "ELM"})
-        assert CODE_RE.fullmatch(answer) and answer != "ROBIN-1158-FINCH"
-        assert "ROBIN" not in messages[0]["content"] and messages[0]["content"].count(answer) == 1
-        assert not {"ZEBRA", "ELM"} & set(answer.split("-"))
+        messages, answer = randomize_all_codes(TWO_FACTS, "ROBIN-1158-FINCH", rng, forbidden={"ZEBRA", "ELM"})
+        text = "\n".join(m["content"] for m in messages)
+        codes = CODE_RE.findall(text)
+        assert len(codes) == 2 and answer == codes[0] and codes[0] != codes[1]
+        assert "ROBIN" not in text and "WREN" not in text
+        assert not {"ZEBRA", "ELM"} & {w for c in codes for w in c.split("-")}
 
 
-def test_random_key_name_replaces_the_asked_name_everywhere() -> None:
-    rng = random.Random(1)
-    messages = randomize_key(MESSAGES, KEY_RE, rng, forbidden=set())
-    content = messages[0]["content"]
-    assert "Sundial" not in content
-    names = KEY_RE.findall(content)
-    assert len(names) == 2 and names[0] == names[1]
+def test_every_pool_key_name_is_replaced_consistently_and_other_capitals_stay() -> None:
+    messages = randomize_all_keys(TWO_FACTS, KEY_RE, {"Sundial", "Falcon"}, random.Random(1), forbidden=set())
+    text = "\n".join(m["content"] for m in messages)
+    assert "Sundial" not in text and "Falcon" not in text and "The archive is old" in text
+    names = KEY_RE.findall(text)
+    asked = names[-1]
+    assert names.count(asked) == 3 and len(set(names)) == 3  # Sundial x3 -> one name; Falcon -> another
+
+
+def test_service_names_are_replaced_in_every_spelling_of_a_config_document() -> None:
+    doc = [{"role": "user", "content": "# tickets_api\nTICKETS_API_PRIMARY_PORT=12345\nname: tickets-api\n"
+            "app: tickets\nticketsx stays\n\nWhat is TICKETS_API_PRIMARY_PORT?"}]  # fmt: skip
+    text = randomize_services(doc, {"tickets", "forum"}, random.Random(2), forbidden=set())[0]["content"]
+    new = text.split("\n")[0].removeprefix("# ").removesuffix("_api")
+    assert new != "tickets" and new.islower()
+    assert (
+        text.count(f"{new.upper()}_API_PRIMARY_PORT") == 2 and f"{new}-api" in text and f"app: {new}" in text
+    )
+    assert "ticketsx stays" in text and "12345" in text
 
 
 def test_batch_targets_are_the_next_tokens() -> None:

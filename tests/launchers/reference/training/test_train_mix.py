@@ -1,4 +1,4 @@
-"""The training script's document mix: kinds in rotation, random values for needle documents only,
+"""The training script's document mix: kinds in rotation, random codes and names for every kind,
 held-out sets per kind, a score where each kind counts the same; and a short CPU run of `train`
 warm-started from the shipped weights on all three kinds (it must write a loadable checkpoint)."""
 
@@ -20,10 +20,10 @@ TOKENIZER = str(WEIGHTS_DIR / "tokenizer.json")
 TOK = ChatTokenizer(Path(TOKENIZER))
 
 
-def test_shards_rotate_kinds_and_randomize_needle_values_only() -> None:
-    specs = shard_specs(3, 8, TOKENIZER, 2000, ("config", "needle", "config", "multiturn"))
-    assert [s.kinds for s in specs] == [("config",), ("needle",), ("config",), ("multiturn",)] * 2
-    assert all((s.randomize, s.randomize_keys) == ((0.75, 0.75) if s.kinds == ("needle",) else (0.0, 0.0)) for s in specs)  # fmt: skip
+def test_shards_rotate_kinds_and_randomize_names_and_codes_of_every_kind() -> None:
+    specs = shard_specs(3, 8, TOKENIZER, 2000, ("config:sysctl", "needle", "config", "multiturn"))
+    assert [s.kinds for s in specs] == [("config:sysctl",), ("needle",), ("config",), ("multiturn",)] * 2
+    assert all((s.randomize, s.randomize_keys) == (0.75, 0.75) for s in specs)
     assert len({s.seed for s in specs}) == 8
 
 

@@ -1,0 +1,58 @@
+"""A server that answers known predictions (python tests/e2e/scripted_server.py PORT ANSWERS_JSON).
+
+ANSWERS_JSON maps a needle string to the answer to give: a chat request whose last user message
+contains the needle gets that answer (streamed in pieces of 4 characters), any other gets "no idea".
+Used to check that scores computed here equal a published metric's for the same predictions.
+/v1/tokenize counts whitespace-separated words, so lengths are measured without a model.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+app = FastAPI()
+ANSWERS: dict[str, str] = json.loads(Path(sys.argv[2]).read_text()) if len(sys.argv) > 2 else {}
+
+
+@app.get("/v1/models")
+async def models() -> dict:
+    return {"object": "list", "data": [{"id": "scripted", "object": "model", "max_model_len": 1000000}]}
+
+
+@app.post("/v1/tokenize")
+async def tokenize(request: Request) -> dict:
+    body = await request.json()
+    text = " ".join(f"<{m['role']}> {m['content']}" for m in body["messages"]) + " <assistant>"
+    return {"tokens": [hash(word) % 50000 for word in text.split()]}
+
+
+def _chunk(delta: dict, finish: str | None = None) -> str:
+    return f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
+
+
+@app.post("/v1/chat/completions")
+async def chat(request: Request) -> StreamingResponse:
+    body = await request.json()
+    last = body["messages"][-1]["content"]
+    answer = next((text for needle, text in ANSWERS.items() if needle in last), "no idea")
+    pieces = [answer[i : i + 4] for i in range(0, len(answer), 4)]
+
+    async def stream():
+        for piece in pieces:
+            yield _chunk({"content": piece})
+        yield _chunk({}, "stop")
+        usage = {"prompt_tokens": len(last.split()), "completion_tokens": len(pieces)}
+        yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
