@@ -172,7 +172,12 @@ def apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
     try:
         updated = Profile.model_validate({**data, **given})
     except ValidationError as err:
-        raise BadInput(f"profile {profile.name!r} with overrides {given}: {_one_line(err)}") from err
+        wrong = [
+            f"{error['loc'][0]}={given[error['loc'][0]]!r}: {error['msg']}"
+            for error in err.errors()
+            if error["loc"] and error["loc"][0] in given
+        ]
+        raise BadInput(f"profile {profile.name!r}: {'; '.join(wrong) or _one_line(err)}") from err
     check_profile(updated, where=f"profile {profile.name!r} with overrides")
     return updated
 

@@ -30,6 +30,7 @@ class CompareVariant(BaseModel):
     label: str  # the variant as the user wrote it
     run_dir: str  # the run directory, relative to the compare directory where possible
     reused: bool = False  # an earlier finished run with the identical spec was reused
+    reused_age_s: float | None = None  # reused: seconds from that run's end to this compare's run
 
 
 class CompareManifest(BaseModel):
@@ -45,6 +46,8 @@ class CompareManifest(BaseModel):
     # True when the variants' requests were interleaved on live servers at the same time; False (the
     # default) for runs made one after another, whose speeds are not tested as paired samples
     interleaved: bool = False
+    # the headline verdict of the compare report and its gates: "lenient" or "strict" (recall_eval.scoring)
+    scoring: str = "lenient"
 
 
 def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from recall_eval.errors import BadInput
-from recall_eval.frame import frame_of
-from recall_eval.stats import recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, Result
+
+if TYPE_CHECKING:  # pandas and scipy load when a run is judged, not when the options are declared
+    import pandas as pd
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -116,11 +116,17 @@ def _score_line(name: str, row: pd.Series, threshold: float) -> str | None:
     return None
 
 
-def verdict(results: Iterable[Result], gate: RecallGate | None = None, where: str = "") -> Verdict:
+def verdict(
+    results: Iterable[Result], gate: RecallGate | None = None, where: str = "", scoring: str = "lenient"
+) -> Verdict:
     """The exit code of a run that finished, and the lines that explain a non-zero one.
-    where: what every line starts with (compare: "variant B, "); sweep leaves it empty."""
+    where: what every line starts with (compare: "variant B, "); sweep leaves it empty. scoring: the
+    headline verdict the recall is computed with (recall_eval.frame.headline_frame)."""
     results = list(results)
-    frame = frame_of([(None, results)])
+    from recall_eval.frame import frame_of, headline_frame
+    from recall_eval.stats import recall_table, score_table
+
+    frame = headline_frame(frame_of([(None, results)]), scoring)
     overall = recall_table(frame).iloc[0]
     if overall["answered"] == 0:
         outcomes = frame["outcome"].value_counts()
@@ -177,11 +183,12 @@ def compare_verdict(
     variants: Sequence[tuple[str, Iterable[Result]]],
     gate: RecallGate | None = None,
     regressions: Sequence[Regression] = (),
+    scoring: str = "lenient",
 ) -> Verdict:
     """The exit code of a compare that finished: each variant judged as a sweep's run is (3 when one
     got no answer from a live model, its lines first; 4 for a threshold it missed), and 4 for each
     regression; the lines name the variant."""
-    endings = [verdict(results, gate, where=f"variant {label}, ") for label, results in variants]
+    endings = [verdict(results, gate, f"variant {label}, ", scoring) for label, results in variants]
     unanswered = [line for ending in endings if ending.exit_code == EXIT_NO_ANSWER for line in ending.lines]
     if unanswered:
         return Verdict(EXIT_NO_ANSWER, tuple(unanswered))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # only a type here: the CLI imports this module before pandas is needed
+    import pandas as pd
 
 MISSING = "–"
 
@@ -43,10 +45,6 @@ def rate(value: float | None) -> str:
     return MISSING if value is None else f"{value:,.1f}"
 
 
-def p_value(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
-
-
 def utc(timestamp: float | None) -> str:
     if timestamp is None:
         return MISSING
@@ -61,3 +59,8 @@ def recall_text(row: pd.Series) -> str:
     if not row["answered"] or math.isnan(row["recall"]):
         return "n/a (nothing answered)"
     return f"{percent(row['recall'])} (Wilson {percent(row['ci_low'])}-{percent(row['ci_high'])})"
+
+
+def format_p(p_value: float) -> str:
+    """A p-value as reports and the console print it: 'p < 0.001', 'p = 0.062'."""
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"

@@ -16,10 +16,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pandas as pd
 
 from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
-from recall_eval.errors import UserError
+from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RUN_FILE, RunStore
+from recall_eval.target_facts import UNKNOWN, target_facts
 from recall_eval.types import RECALL_OUTCOMES, Result, Run
 
+Scoring = Literal["lenient", "strict"]
+SCORINGS: tuple[Scoring, ...] = ("lenient", "strict")  # the headline verdict; lenient unless the user picks
 ExportFormat = Literal["csv", "parquet", "jsonl"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "parquet", "jsonl")
 
@@ -29,8 +32,10 @@ RESULT_COLUMNS: dict[str, str] = {
     "variant": "the run's variant label (default, fp8, bf16, topk=1024, ...)",
     "profile": "name of the server profile (external for --base-url)",
     "engine": "reference, sglang or external",
-    "index_k_dtype": "index-key precision the profile asked for (fp8, bf16, fp4)",
-    "index_topk": "index_topk the profile asked for (empty: the server's default)",
+    "index_k_dtype": "index-key precision the run launched or learned from /server_info (fp8, bf16, fp4), else unknown",
+    "index_k_dtype_source": "launched (the profile's), server (its /server_info said it) or unknown",
+    "index_topk": "index_topk the run launched or learned from /server_info (empty: unknown)",
+    "index_topk_source": "launched, server or unknown",
     "endpoint": "base URL the requests went to (credentials and query left out)",
     "interleaved": "the run's requests were interleaved with another variant's on live servers",
     "case_id": "stable id of the case: same id = same prompt across runs (pairs in compare)",
@@ -41,7 +46,10 @@ RESULT_COLUMNS: dict[str, str] = {
     "trial": "index of the independent case within one (length, depth) cell",
     "outcome": "pass, miss, empty, truncated, too_long, oom, crash, timeout, error, not_applicable",
     "counted": "True for answers from a live model (pass, miss, empty, truncated): counted in recall",
-    "passed": "outcome == pass",
+    "passed": "outcome == pass (the lenient verdict)",
+    "strict_outcome": "the strict verdict: a lenient pass that does not commit to the value is a miss (README, Scoring)",
+    "strict_passed": "strict_outcome == pass (empty for results stored before strict scoring)",
+    "strict_why": "why the strict verdict misses a lenient pass (another value, a correction, a prompt echo)",
     "score": "scored suites only (RULER tasks, mrcr, jsonl): the metric's grade in [0, 1]; empty otherwise",
     "metric": "scored suites only: string_match_all, string_match_part or mrcr; empty for pass/miss suites",
     "answer": "the model's answer text (untrusted)",
@@ -76,8 +84,10 @@ RUN_COLUMNS: dict[str, str] = {
     "status": "running, interrupted, finished, failed",
     "profile": "profile name",
     "engine": "reference, sglang or external",
-    "index_k_dtype": "index-key precision the profile asked for",
-    "index_topk": "index_topk the profile asked for",
+    "index_k_dtype": "index-key precision launched or learned, else unknown",
+    "index_k_dtype_source": "launched, server or unknown",
+    "index_topk": "index_topk launched or learned (empty: unknown)",
+    "index_topk_source": "launched, server or unknown",
     "endpoint": "base URL the requests went to",
     "interleaved": "requests interleaved with another variant's on live servers",
     "suites": "suites, comma-separated",
@@ -95,16 +105,20 @@ RUN_COLUMNS: dict[str, str] = {
 
 def _run_fields(run: Run | None) -> dict[str, Any]:
     if run is None:  # results without their run (tests, in-memory use): run columns stay empty
-        return {"run_id": None, "variant": None, "profile": None, "engine": None, "index_k_dtype": None,
-                "index_topk": None, "endpoint": None, "interleaved": False}  # fmt: skip
+        return {"run_id": None, "variant": None, "profile": None, "engine": None, "index_k_dtype": UNKNOWN,
+                "index_k_dtype_source": "unknown", "index_topk": None, "index_topk_source": "unknown",
+                "endpoint": None, "interleaved": False}  # fmt: skip
     profile = run.profile
+    facts = target_facts(run)
     return {
         "run_id": run.run_id,
         "variant": run.spec.variant,
         "profile": profile.name if profile else None,
         "engine": profile.engine if profile else None,
-        "index_k_dtype": profile.index_k_dtype if profile else None,
-        "index_topk": profile.index_topk if profile else None,
+        "index_k_dtype": facts.shown("index_k_dtype"),
+        "index_k_dtype_source": facts.index_k_dtype_source,
+        "index_topk": facts.index_topk,
+        "index_topk_source": facts.index_topk_source,
         "endpoint": _endpoint(run),
         "interleaved": run.interleaved,
     }
@@ -144,6 +158,9 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         outcome=result.outcome,
         counted=counted,
         passed=result.outcome == "pass",
+        strict_outcome=result.strict_outcome,
+        strict_passed=None if result.strict_outcome is None else result.strict_outcome == "pass",
+        strict_why=result.strict_why,
         score=result.score if counted else None,
         metric=result.params.get("metric"),
         answer=result.answer,
@@ -190,6 +207,7 @@ _DTYPES = {
     "attempt": "int64",
     "counted": "bool",
     "passed": "bool",
+    "strict_passed": "boolean",
     "interleaved": "bool",
 }
 _FLOATS = ("depth_percent", "score", "ttft_s", "decode_time_s", "latency_s", "prefill_tps", "decode_tps")
@@ -201,7 +219,12 @@ def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFram
     Rows are ordered by run, then suite, length, depth, trial, case id.
     """
     rows = []
+    seen_runs: set[str] = set()
     for order, (run, results) in enumerate(runs):
+        if run is not None:  # a run named twice (directly and through a compare) is read once
+            if run.run_id in seen_runs:
+                continue
+            seen_runs.add(run.run_id)
         latest = {(result.variant, result.case_id): result for result in results}
         rows.extend({**result_row(run, result), "_run_order": order} for result in latest.values())
     frame = pd.DataFrame(rows, columns=[*RESULT_COLUMNS, "_run_order"] if not rows else None)
@@ -217,22 +240,63 @@ def frame_of(runs: Iterable[tuple[Run | None, Sequence[Result]]]) -> pd.DataFram
     return frame.astype({k: "float64" for k in _FLOATS})
 
 
+def check_scoring(value: str | None) -> Scoring:
+    """--scoring as given (None: lenient); BadInput for anything else."""
+    if value is None:
+        return "lenient"
+    if value not in SCORINGS:
+        raise BadInput(f"--scoring {value!r}: pick one of {', '.join(SCORINGS)} (README, Scoring)")
+    return value  # type: ignore[return-value]
+
+
+def headline_frame(frame: pd.DataFrame, scoring: Scoring = "lenient") -> pd.DataFrame:
+    """The frame whose `outcome` and `passed` are the chosen headline verdict (README, "Scoring").
+
+    Every report figure and gate reads `outcome`/`passed`; with `strict` they become the strict verdict
+    (a result stored before strict scoring existed keeps its lenient one) and the lenient verdict stays
+    in `lenient_outcome`/`lenient_passed`, so a report can show the other one beside the headline;
+    `headline_scoring` names the choice.
+    """
+    scoring = check_scoring(scoring)
+    if scoring == "lenient" or frame.empty:
+        return frame.assign(
+            lenient_outcome=frame["outcome"], lenient_passed=frame["passed"], headline_scoring=scoring
+        )
+    strict_outcome = frame["strict_outcome"].where(frame["strict_outcome"].notna(), frame["outcome"])
+    strict_passed = frame["strict_passed"].astype("boolean").fillna(frame["passed"]).astype(bool)
+    return frame.assign(
+        lenient_outcome=frame["outcome"],
+        lenient_passed=frame["passed"],
+        outcome=strict_outcome,
+        passed=strict_passed,
+        error=frame["strict_why"].where(frame["strict_why"].notna(), frame["error"]),
+        headline_scoring=scoring,
+    )
+
+
 def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """Run directories named by paths: a run dir stays, a compare dir expands to its runs (in order)."""
     if isinstance(paths, str | Path):
         paths = [paths]
     found: list[Path] = []
+    seen: set[Path] = set()
     for item in paths:
         path = Path(item)
+        if path.name in (RUN_FILE, COMPARE_FILE) and path.is_file():  # the file names its directory
+            path = path.parent
         if (path / RUN_FILE).is_file():
-            found.append(path)
+            named = [path]
         elif (path / COMPARE_FILE).is_file():
-            found.extend(run_dir_of(path, variant) for variant in read_manifest(path).variants)
+            named = [run_dir_of(path, variant) for variant in read_manifest(path).variants]
         else:
-            raise UserError(
+            raise BadInput(
                 f"{path} is neither a run directory (no {RUN_FILE}) nor a compare directory "
                 f"(no {COMPARE_FILE}); `recall-eval runs` lists them"
             )
+        for run_dir in named:  # one row set per run however often it is named
+            if run_dir.resolve() not in seen:
+                seen.add(run_dir.resolve())
+                found.append(run_dir)
     return found
 
 

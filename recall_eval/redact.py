@@ -71,6 +71,7 @@ SERVER_INFO_FIELDS = frozenset(
         "index_topk",
         "index_k_dtype",
         "index_k_dtype_source",
+        "enable_deepseek_v4_fp4_indexer",
         "num_indexer_layers",
         "indexer_block_size",
         "indexer_local_window",

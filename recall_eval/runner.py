@@ -34,7 +34,7 @@ from recall_eval.event_stream import excerpt
 from recall_eval.indexer_capture import IndexerCapture
 from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
-from recall_eval.scoring import score_completion
+from recall_eval.scoring import ECHO_WORDS, PromptText, score_completion
 from recall_eval.store import RunStore
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
@@ -177,6 +177,7 @@ class Runner:
             suite=case.suite,
             variant=self.settings.variant,
             outcome=outcome,
+            strict_outcome=outcome,
             answer=answer if answer is not None else (completion.text if completion is not None else ""),
             expected=case.expected,
             target_tokens=case.target_tokens,
@@ -232,13 +233,25 @@ class Runner:
         self._served()
         state.consecutive_deaths = 0
         score = None
-        if case.metric is not None:  # a scored case: graded by its metric (recall_eval.metrics)
+        if case.metric is not None:  # a scored case: graded by its metric (recall_eval.metrics), one verdict
             outcome, why, score = score_metric(completion, case.metric, case.expected, case.params)
-        else:
-            outcome, why = score_completion(completion, case.expected, case.distractors)
+            strict_outcome, strict_why = outcome, None
+        else:  # both verdicts (recall_eval.scoring)
+            args = (completion, case.expected, case.distractors, PromptText(case))
+            if (
+                len(completion.text.split()) >= ECHO_WORDS
+            ):  # the echo check reads the whole prompt: off the loop
+                scored = await asyncio.to_thread(score_completion, *args)
+            else:
+                scored = score_completion(*args)
+            outcome, why = scored.outcome, scored.why
+            strict_outcome, strict_why = (
+                scored.strict_outcome,
+                scored.strict_why if outcome == "pass" else None,
+            )
         result = self._result(
             case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
-        )
+        ).model_copy(update={"strict_outcome": strict_outcome, "strict_why": strict_why})
         if score is not None:
             result = result.model_copy(update={"score": score})
         if self.capture is not None and generation is not None:

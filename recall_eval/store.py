@@ -135,6 +135,8 @@ class RunStore:
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
         run_dir = Path(run_dir)
+        if run_dir.name == RUN_FILE and run_dir.is_file():  # runs/x/run.json names its directory
+            run_dir = run_dir.parent
         run_file = run_dir / RUN_FILE
         if not run_dir.is_dir():
             raise BadInput(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from recall_eval.formatting import recall_text
+from recall_eval.formatting import percent, recall_text
 from recall_eval.stats import effective_length_of, recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES
 
@@ -15,8 +15,9 @@ def effective_lengths(frame: pd.DataFrame) -> dict[str, int | None]:
 
 
 def summary_line(frame: pd.DataFrame) -> str:
-    """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76/80 answered · effective length needle 8,000 ·
-    pass 76, miss 4 · too_long 2'."""
+    """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76 passed of 80 answered, strict 93.8% · effective length
+    needle 8,000 · pass 76, miss 4 · too_long 2'. Over several pass/miss suites the recall says `pooled` and
+    each suite's own follows it; scored suites (recall_eval.metrics) give a score instead."""
     scored = frame["metric"].notna() if "metric" in frame else pd.Series(False, index=frame.index)
     score_head = _score_text(frame[scored]) if scored.any() else ""
     if scored.all() and score_head:  # only scored suites: no recall to state (recall is for pass/miss suites)
@@ -25,8 +26,19 @@ def summary_line(frame: pd.DataFrame) -> str:
     frame = frame[~scored]
     overall = recall_table(frame).iloc[0]
     passes, answered = int(overall["passes"]), int(overall["answered"])
+    suites = list(dict.fromkeys(frame["suite"]))
+    pooled = len(suites) > 1
     if answered:
-        head = f"recall {recall_text(overall)}, {passes}/{answered} answered"
+        head = f"recall {'pooled ' if pooled else ''}{recall_text(overall)}, {passes} passed of {answered} answered"
+        other = _other_verdict(frame)
+        if other:
+            head += f", {other}"
+        if pooled:
+            by_suite = recall_table(frame, ["suite"])
+            head += " · " + ", ".join(
+                f"{suite} {percent(by_suite.at[suite, 'recall'] if by_suite.at[suite, 'answered'] else None)}"
+                for suite in suites
+            )
         lengths = ", ".join(
             f"{suite} {'none' if value is None else f'{value:,}'}"
             for suite, value in effective_lengths(frame).items()
@@ -51,3 +63,15 @@ def _counts_text(frame: pd.DataFrame) -> str:
     infra = ", ".join(f"{name} {counts[name]}" for name in INFRA_OUTCOMES if counts.get(name, 0))
     unfit = f"not applicable {counts['not_applicable']}" if counts.get("not_applicable", 0) else ""
     return " · ".join(part for part in (live, infra, unfit) if part)
+
+
+def _other_verdict(frame: pd.DataFrame) -> str:
+    """'strict 93.8%' (or 'lenient ...' under a strict headline); '' when results predate strict scoring."""
+    strict = "headline_scoring" in frame and frame["headline_scoring"].iloc[0] == "strict"
+    name, column = ("lenient", "lenient_passed") if strict else ("strict", "strict_passed")
+    if column not in frame:
+        return ""
+    counted = frame[frame["counted"]]
+    if not len(counted) or counted[column].isna().any():
+        return ""
+    return f"{name} {percent(counted[column].astype(bool).mean())}"

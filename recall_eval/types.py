@@ -161,7 +161,12 @@ class Result(_Frozen):
     case_id: str
     suite: str
     variant: str  # the run's variant label ("default", "fp8", "bf16", "topk=1024", ...)
-    outcome: Outcome
+    outcome: Outcome  # the lenient verdict (recall_eval.scoring), or an infrastructure outcome
+    # the strict verdict (recall_eval.scoring): a lenient pass that does not commit to the expected value
+    # (another value first or after it, a prompt echo) is a miss; equal to outcome otherwise. None in
+    # results stored before strict scoring existed.
+    strict_outcome: Outcome | None = None
+    strict_why: str | None = None  # why the strict verdict is a miss where the lenient one passed
     answer: str = ""  # the model's answer text (untrusted: escape when rendering)
     expected: tuple[str, ...] = ()
     target_tokens: int
@@ -276,6 +281,9 @@ class Run(_Frozen):
     # True when this run's requests were interleaved with another variant's on live servers at the same
     # time (compare with two --base-url): only then may their speeds be tested as paired samples.
     interleaved: bool = False
+    # the verdict the headline figures use (console, report, --fail-under): "lenient" (RULER-compatible)
+    # or "strict" (recall_eval.scoring); both verdicts are stored on every result either way
+    scoring: Literal["lenient", "strict"] = "lenient"
 
 
 class Endpoint(_Frozen):

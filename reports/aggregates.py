@@ -119,6 +119,20 @@ class Summary:
     outcomes: dict[Outcome, int] = field(default_factory=dict)  # every outcome, zero where absent
     # per suite: effective length of that suite alone (the figure to quote)
     suite_effective_lengths: dict[str, int | None] = field(default_factory=dict)
+    # per suite: (passes, answered, recall) of that suite alone; a pooled recall is quoted beside them
+    suite_recalls: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
+    scoring: str = "lenient"  # which verdict the headline figures use (recall_eval.frame.headline_frame)
+    other_passes: int | None = None  # passes under the other verdict (strict when the headline is lenient)
+
+    @property
+    def other_scoring(self) -> str:
+        return "strict" if self.scoring == "lenient" else "lenient"
+
+    @property
+    def other_recall(self) -> float | None:
+        if self.other_passes is None or not self.answered:
+            return None
+        return self.other_passes / self.answered
 
     @property
     def infra(self) -> int:
@@ -168,6 +182,16 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
         for suite in suites_in(frame, planned)
         if (frame["suite"] == suite).any()
     }
+    suite_recalls = {}
+    for suite in by_suite:
+        row = recall_table(frame[frame["suite"] == suite]).iloc[0]
+        suite_recalls[suite] = (int(row["passes"]), int(row["answered"]), _none(row["recall"]))
+    strict = "headline_scoring" in frame and len(frame) and frame["headline_scoring"].iloc[0] == "strict"
+    scoring = "strict" if strict else "lenient"
+    other = frame["lenient_passed"] if strict else frame.get("strict_passed")
+    other_passes = None
+    if other is not None and len(frame) and other[frame["counted"]].notna().all():
+        other_passes = int(other[frame["counted"]].astype(bool).sum())
     return Summary(
         cases=int(overall["cases"]),
         passes=int(overall["passes"]),
@@ -179,6 +203,9 @@ def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: I
         threshold=threshold,
         outcomes=count_outcomes(frame),
         suite_effective_lengths=by_suite,
+        suite_recalls=suite_recalls,
+        scoring=scoring,
+        other_passes=other_passes,
     )
 
 
@@ -266,6 +293,18 @@ def failures(data: ResultsLike) -> list[dict[str, Any]]:
     return rows
 
 
+def strict_misses(data: ResultsLike) -> list[dict[str, Any]]:
+    """Cases the lenient verdict passes and the strict one misses (with strict_why as `error`), in grid
+    order: the answers that named another value, corrected themselves or echoed the prompt."""
+    frame = as_frame(data)
+    lenient = frame["lenient_passed"] if "lenient_passed" in frame else frame["passed"]
+    strict = frame["strict_passed"].astype("boolean").fillna(True).astype(bool)
+    rows = failures(frame[lenient & ~strict].assign(passed=False))
+    for row in rows:
+        row["outcome"], row["error"] = "miss", row.get("strict_why")
+    return rows
+
+
 def tokenizers_used(data: ResultsLike) -> dict[str, int]:
     """Which tokenizer measured the prompts, with how many cases each (missing -> 'unknown')."""
     counts = as_frame(data)["tokenizer"].fillna("unknown").value_counts()
@@ -273,13 +312,13 @@ def tokenizers_used(data: ResultsLike) -> dict[str, int]:
 
 
 def off_target(data: ResultsLike) -> list[tuple[str, str]]:
-    """(case id, what the server counted) for every case sent more than 1% (>= 8 tokens) off its target
-    length, by the server's own count (the runner sets length_off_target)."""
+    """(suite, depth and case id; what the server counted) for every case sent more than 1% (>= 8 tokens)
+    off its target length, by the server's own count (the runner sets length_off_target)."""
     frame = as_frame(data)
     off = frame[frame["length_off_target"] & frame["length_error_tokens"].notna()]
     return [
         (
-            row.case_id,
+            f"{row.suite} · depth {row.depth_percent:g}% · {row.case_id}",
             f"target {row.target_tokens}, server counted {row.server_prompt_tokens} ({row.length_error_tokens:+d})",
         )
         for row in off.itertuples()

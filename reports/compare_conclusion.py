@@ -6,18 +6,19 @@ links; the exit code of a compare is recall_eval.exit_codes, a different thing.)
 Per variant B against the baseline A: the direction of the recall change only when the exact McNemar
 test on identical cases is significant (p < SIGNIFICANCE), where it happens (the lengths at which more
 cases flip miss->pass than pass->miss), the flip counts and p-value; then effective length, throughput
-medians (each with a bootstrap interval of the per-case change; an exact sign test only when the runs were
-interleaved on live servers, since runs made one after the other are not exchangeable) and the memory plan
-where they differ; then the pairs the test had to leave out. Plain text: the
+changes as one statistic each (the per-case median change with its bootstrap interval); a speed
+difference is claimed, with an exact sign test, only for runs interleaved on live servers; sequential runs
+(not exchangeable: the machine drifts) are described with how far apart they ran; a reused run's age;
+the memory plan where it differs; then the pairs the test had to leave out. Plain text: the
 template escapes it.
 """
 
 from __future__ import annotations
 
-from recall_eval.formatting import p_value, share, signed_percent
+from recall_eval.formatting import format_p, share, signed_percent
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
-from reports.compare_frames import METRICS, CompareFrames, PairFrame, VariantFrame
+from reports.compare_frames import METRICS, CompareFrames, PairFrame, SpeedChange, VariantFrame
 
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
 
@@ -28,7 +29,7 @@ def format_length(length: int | None) -> str:
 
 def _flips(test: PairedTest) -> str:
     noun = "case flips" if test.gained == 1 else "cases flip"
-    return f"{test.gained} {noun} miss→pass, {test.lost} pass→miss, {p_value(test.p_value)}"
+    return f"{test.gained} {noun} miss→pass, {test.lost} pass→miss, {format_p(test.p_value)}"
 
 
 def _where(pair: PairFrame, gaining: bool) -> str:
@@ -52,7 +53,8 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
-    rates = f"recall {share(pair.a.summary.recall)} → {share(pair.b.summary.recall)}"
+    pooled = " pooled over suites" if pair.a.summary.pooled else ""
+    rates = f"recall{pooled} {share(pair.a.summary.recall)} → {share(pair.b.summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:
@@ -79,31 +81,12 @@ def _details(pair: PairFrame) -> list[str]:
         details.append(
             f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
         )
-    speeds = []
-    for name, _, _ in METRICS:
-        change = pair.throughput_change.get(name)
-        if change is None:
-            continue
-        text = f"{METRIC_WORDS[name]} {signed_percent(change)}"
-        case = pair.speed_changes.get(name)
-        notes = []
-        if case is not None and case.ci_low_pct is not None and case.ci_high_pct is not None:
-            if case.ci_low_pct == case.ci_high_pct:
-                notes.append(f"{signed_percent(case.ci_low_pct)} on every timed case")
-            else:
-                low, high = signed_percent(case.ci_low_pct), signed_percent(case.ci_high_pct)
-                notes.append(f"per-case median 95% CI {low} to {high}")
-        if case is not None and case.p_value is not None:
-            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
-            notes.append(f"{significant}sign test {p_value(case.p_value)}")
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        speeds.append(text)
+    speeds = _speed_clause(pair)
     if speeds:
-        order = (
-            "interleaved runs" if pair.interleaved else "runs made one after the other: drift not excluded"
-        )
-        details.append("median " + ", ".join(speeds) + f" [{order}]")
+        details.append(speeds)
+    for side in (a, b):
+        if side.reused:
+            details.append(f"{side.label}: {reused_age(side.reused_age_s)}")
     if a.memory.max_total_num_tokens and b.memory.max_total_num_tokens:
         slots = (
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
@@ -121,6 +104,54 @@ def _details(pair: PairFrame) -> list[str]:
         noun = "case was" if test.unpaired == 1 else "cases were"
         details.append(f"{test.unpaired:,} {noun} stored under only one of the two runs")
     return details
+
+
+def minutes_text(minutes: float | None) -> str:
+    if minutes is None:
+        return "an unknown time"
+    return "under 1 min" if minutes < 1 else f"{minutes:.0f} min"
+
+
+def reused_age(age_s: float | None) -> str:
+    """How old a reused run is: 'run reused from 8 min before this compare'."""
+    if age_s is None:
+        return "run reused from an earlier compare or sweep"
+    return f"run reused, finished {minutes_text(age_s / 60)} before this compare"
+
+
+def _case_median(case: SpeedChange) -> str:
+    """One statistic: the per-case median relative change, with its interval."""
+    if case.median_change_pct is None:
+        return ""
+    text = signed_percent(case.median_change_pct)
+    if case.ci_low_pct is not None and case.ci_high_pct is not None:
+        if case.ci_low_pct == case.ci_high_pct:
+            return text + " (the same on every timed case)"
+        text += f" (95% CI {signed_percent(case.ci_low_pct)} to {signed_percent(case.ci_high_pct)})"
+    return text
+
+
+def _speed_clause(pair: PairFrame) -> str:
+    """Speeds as one statistic each (the per-case median change over identical cases, never mixed with
+    the change of the medians). Interleaved runs: a speed difference with its sign test. Sequential
+    runs: described, with how far apart they ran, never claimed."""
+    parts = []
+    for name, _, _ in METRICS:
+        case = pair.speed_changes.get(name)
+        if case is None or not (text := _case_median(case)):
+            continue
+        if pair.interleaved and case.p_value is not None:
+            significant = "" if case.p_value < SIGNIFICANCE else "not significant, "
+            text += f", {significant}sign test {format_p(case.p_value)}"
+        parts.append(f"{METRIC_WORDS[name]} {text}")
+    if not parts:
+        return ""
+    if pair.interleaved:
+        return "interleaved runs, per-case median change: " + ", ".join(parts)
+    return (
+        f"sequential runs, {minutes_text(pair.minutes_apart)} apart: not a controlled speed comparison; "
+        f"per-case median difference: {', '.join(parts)}"
+    )
 
 
 def pair_conclusion(pair: PairFrame) -> str:

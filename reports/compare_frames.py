@@ -8,7 +8,6 @@ per-case speed changes). Everything is aggregated with pandas from each run's re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import PairedTest, matched, median_change_ci, paired_test, percentile, sign_test
+from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import Result, Run
 from reports import aggregates
 
@@ -30,11 +30,14 @@ class VariantRun:
     run_dir: Path
     run: Run
     results: list[Result]  # one per case id (aggregates.latest_per_case)
+    reused: bool = False  # an earlier finished run was reused by this compare
+    age_s: float | None = None  # reused: seconds from the run's end to the compare's start
+    scoring: str = "lenient"  # the compare's headline verdict (recall_eval.frame.headline_frame)
 
     @cached_property
     def frame(self) -> pd.DataFrame:
         """The run's results frame (recall_eval.frame)."""
-        return frame_of([(self.run, self.results)])
+        return headline_frame(frame_of([(self.run, self.results)]), self.scoring)
 
 
 @dataclass(frozen=True)
@@ -101,19 +104,6 @@ def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[s
     return changes
 
 
-def _find_key(tree: Any, keys: tuple[str, ...]) -> Any:
-    """First value under any of keys, searching nested dicts (server_info nests /server_info's answer)."""
-    if isinstance(tree, Mapping):
-        for key in keys:
-            if tree.get(key) is not None:
-                return tree[key]
-        for value in tree.values():
-            found = _find_key(value, keys)
-            if found is not None:
-                return found
-    return None
-
-
 @dataclass(frozen=True)
 class MemoryPlan:
     """Server start and memory plan as the server reported them (None where it did not)."""
@@ -126,16 +116,15 @@ class MemoryPlan:
 
 
 def memory_plan_of(run: Run) -> MemoryPlan:
-    tokens = _find_key(run.server_info, ("max_total_num_tokens", "max_total_tokens"))
-    per_token = _find_key(run.server_info, ("kv_bytes_per_token", "kv_cache_bytes_per_token"))
+    facts = target_facts(run)  # launched or learned; None (shown as unknown) otherwise
+    tokens = find_key(run.server_info, ("max_total_num_tokens", "max_total_tokens"))
+    per_token = find_key(run.server_info, ("kv_bytes_per_token", "kv_cache_bytes_per_token"))
     return MemoryPlan(
         max_total_num_tokens=int(tokens) if isinstance(tokens, int | float) else None,
         kv_bytes_per_token=int(per_token) if isinstance(per_token, int | float) else None,
         time_to_ready_s=run.time_to_ready_s,
-        index_k_dtype=str(dtype) if (dtype := _find_key(run.server_info, ("index_k_dtype",))) else None,
-        index_topk=int(topk)
-        if isinstance(topk := _find_key(run.server_info, ("index_topk",)), int)
-        else None,
+        index_k_dtype=facts.index_k_dtype,
+        index_topk=facts.index_topk,
     )
 
 
@@ -153,6 +142,9 @@ class VariantFrame:
     throughput: Throughput  # medians over every answered request
     memory: MemoryPlan
     interleaved: bool = False  # run.json: its requests were interleaved with another variant's
+    reused: bool = False  # an earlier finished run was reused by this compare
+    reused_age_s: float | None = None  # reused: seconds from the run's end to the compare's start
+    started_median: float | None = None  # median unix time its timed cases started (when it ran)
 
     @property
     def effective_length(self) -> int | None:
@@ -163,11 +155,11 @@ def _profile_summary(run: Run) -> str:
     profile = run.profile
     if profile is None:
         return "unknown server"
+    facts = target_facts(run)
+    known = f"index keys {facts.shown('index_k_dtype')}, index_topk {facts.shown('index_topk')}"
     if profile.engine == "external" or profile.base_url:
-        return f"running server at {profile.base_url}"
-    parts = [f"{profile.name} ({profile.engine})", f"index keys {profile.index_k_dtype}"]
-    if profile.index_topk is not None:
-        parts.append(f"index_topk {profile.index_topk}")
+        return f"running server at {profile.base_url} ({known})"
+    parts = [f"{profile.name} ({profile.engine})", known]
     if profile.mem_fraction_static is not None:
         parts.append(f"mem {profile.mem_fraction_static:g}")
     if profile.context_length is not None:
@@ -192,6 +184,9 @@ def variant_frame(
         throughput=throughput_of(frame),
         memory=memory_plan_of(variant.run),
         interleaved=variant.run.interleaved,
+        reused=variant.reused,
+        reused_age_s=variant.age_s,
+        started_median=percentile(frame["started_at"][frame["ttft_s"].notna()], 50),
     )
 
 
@@ -238,6 +233,13 @@ class PairFrame:
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
     speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
+
+    @property
+    def minutes_apart(self) -> float | None:
+        """Minutes between the middle of the two runs' timed cases (sequential runs: how far apart)."""
+        if self.a.started_median is None or self.b.started_median is None:
+            return None
+        return abs(self.b.started_median - self.a.started_median) / 60.0
 
 
 def _tests_by(

@@ -22,12 +22,12 @@ from recall_eval.compare_store import (
     run_dir_of,
     write_compare_file,
 )
-from recall_eval.formatting import p_value, signed_percent
+from recall_eval.formatting import format_p, signed_percent
 from recall_eval.stats import PairedTest
 from recall_eval.store import load_run, write_atomically
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_conclusion import conclusion
+from reports.compare_conclusion import conclusion, reused_age
 from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
@@ -140,6 +140,7 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
+            "minutes_apart": pair.minutes_apart,
             "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
         }
         for pair in data.pairs
@@ -166,8 +167,8 @@ def render_html(
     tasks: list[tuple[str, TaskTable]] | None = None,
 ) -> str:
     env = environment()
-    env.filters.update(p_value=p_value, pct=signed_percent)
-    env.globals.update(pct_change=_pct_change, METRICS=METRICS)
+    env.filters.update(p_value=format_p, pct=signed_percent)
+    env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
     run_links = {
         v.label: (Path(v.run_dir) / "report.html").as_posix()
@@ -206,6 +207,9 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
                 run_dir=run_dir_of(compare_dir, item),
                 run=run,
                 results=aggregates.latest_per_case(stored),
+                reused=item.reused,
+                age_s=item.reused_age_s,
+                scoring=manifest.scoring,
             )
         )
     data = compare_frames(runs, manifest.interleaved)
@@ -218,7 +222,15 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     for entry, run in zip(computed["variants"], runs, strict=True):
         entry["indexer_coverage"] = coverage_numbers(run.results)  # None for runs without --capture-indexer
     write_compare_file(
-        compare_dir, manifest, {"rendered_at": time.time(), "verdict": text, "numbers": computed}
+        compare_dir,
+        manifest,
+        {
+            "rendered_at": time.time(),
+            "verdict": text,
+            # seconds from each reused run's end to this compare's start (not a number of the runs)
+            "reused_age_s": {v.label: v.reused_age_s for v in data.variants if v.reused},
+            "numbers": computed,
+        },
     )
     html = compare_dir / COMPARE_HTML
     tasks = [(run.label, table) for run in runs if (table := task_table(run.frame, run.run.spec.suites))]
@@ -227,6 +239,10 @@ def write_compare(compare_dir: Path, manifest: CompareManifest) -> Path:
     return html
 
 
-def render_compare(compare_dir: Path) -> Path:
-    """Re-render an existing compare directory from its compare.json and the runs it names."""
-    return write_compare(Path(compare_dir), read_manifest(compare_dir))
+def render_compare(compare_dir: Path, scoring: str | None = None) -> Path:
+    """Re-render an existing compare directory from its compare.json and the runs it names; `scoring`
+    (when given) is the headline verdict from now on."""
+    manifest = read_manifest(compare_dir)
+    if scoring is not None:
+        manifest = manifest.model_copy(update={"scoring": scoring})
+    return write_compare(Path(compare_dir), manifest)

@@ -14,9 +14,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
 from recall_eval.formatting import percent, rate, seconds, tokens, utc
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import score_table
 from recall_eval.store import load_run, write_atomically
+from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import aggregates
 from reports.coverage_charts import coverage_view
@@ -109,6 +110,10 @@ def _masked_env(env: dict[str, str]) -> dict[str, str]:
     return {k: ("(hidden)" if _SECRET_KEY.search(k) else v) for k, v in sorted(env.items())}
 
 
+_EXTERNAL_FIELDS = ("name", "engine", "base_url", "replica_base_urls", "served_model_name", "index_k_dtype",
+                    "index_topk", "port", "enable_return_indexer_topk")  # fmt: skip
+
+
 def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     """Spec and profile as (field, value) rows for the metadata tables."""
     spec = [(k, _display(v)) for k, v in run.spec.model_dump().items()]
@@ -116,7 +121,16 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
     if run.profile is not None:
         dumped = run.profile.model_dump()
         dumped["env"] = _masked_env(run.profile.env)
-        # Unset fields (None, empty) are left out: the table shows what this run actually chose.
+        # Unset fields (None, empty) are left out: the table shows what this run actually chose. The
+        # server settings are what it launched or learned (recall_eval.target_facts), never a default.
+        facts = target_facts(run)
+        dumped.update(
+            index_k_dtype=facts.shown("index_k_dtype"),
+            index_topk=facts.shown("index_topk"),
+            port=facts.shown("port"),
+        )
+        if run.profile.engine == "external":  # launch settings (tp, host, ...) a running server never had
+            dumped = {k: v for k, v in dumped.items() if k in _EXTERNAL_FIELDS}
         profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
     versions = [(k, str(v)) for k, v in sorted(run.versions.items())]
     return {"spec": spec, "profile": profile, "versions": versions}
@@ -169,7 +183,7 @@ def render_html(
 ) -> str:
     """The report page for a run, given its suites' views (heatmaps already drawn) and its results frame."""
     if frame is None:
-        frame = frame_of([(run, results)])
+        frame = headline_frame(frame_of([(run, results)]), run.scoring)
     template = environment().get_template("report.html.j2")
     return template.render(
         run=run,
@@ -180,12 +194,14 @@ def render_html(
         lengths=aggregates.length_frames(frame),
         tasks=task_table(frame, run.spec.suites),
         failures=aggregates.failures(frame),
+        strict_misses=aggregates.strict_misses(frame),
         off_target=aggregates.off_target(frame),
         tokenizer_text=", ".join(
             f"{name} ({n} cases)" for name, n in aggregates.tokenizers_used(frame).items()
         )
         or "–",
         metadata=metadata_rows(run),
+        facts=target_facts(run),
         coverage=coverage_view(results, f"{run.spec.variant}: indexer coverage by layer and length"),
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info
@@ -193,12 +209,13 @@ def render_html(
     )
 
 
-def render_report(run_dir: Path) -> Path:
-    """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path."""
+def render_report(run_dir: Path, scoring: str | None = None) -> Path:
+    """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path.
+    The headline verdict is `scoring` when given, else the run's own (Run.scoring)."""
     run_dir = Path(run_dir)
     run, stored = load_run(run_dir)
     results = aggregates.latest_per_case(stored)
-    frame = frame_of([(run, results)])
+    frame = headline_frame(frame_of([(run, results)]), scoring or run.scoring)
     suites = suite_views(run, frame)
     for view in suites:
         write_atomically(run_dir / view.png_name, view.png)

@@ -11,22 +11,72 @@ export (results as data); recall_eval.api.servers for serve, plan and profiles. 
 (SweepOptions, CompareOptions, ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions);
 every field defaults to None (unset), and each option is declared once, with its default, in
 recall_eval.api.options. Progress and notes go to a Hooks object (default: the `recall_eval` logger).
+
+Each name is imported on first use (PEP 562), so that `import recall_eval.api` (and the CLI's --help)
+does not pay for pandas and scipy up front.
 """
 
-from recall_eval.api.comparing import compare
-from recall_eval.api.data import export, results_frame, runs_frame
-from recall_eval.api.hooks import Hooks, SweepProgress
-from recall_eval.api.options import (
-    CompareOptions,
-    GridOptions,
-    RequestOptions,
-    ResumeOptions,
-    SweepOptions,
-    TargetOptions,
-)
-from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
-from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
-from recall_eval.api.sweeping import resume, sweep
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module that defines it
+_HOMES = {
+    "compare": "comparing",
+    "export": "data",
+    "results_frame": "data",
+    "runs_frame": "data",
+    "Hooks": "hooks",
+    "SweepProgress": "hooks",
+    "CompareOptions": "options",
+    "GridOptions": "options",
+    "RequestOptions": "options",
+    "ResumeOptions": "options",
+    "SweepOptions": "options",
+    "TargetOptions": "options",
+    "CompareEntry": "reading",
+    "compares": "reading",
+    "load_run": "reading",
+    "render_report": "reading",
+    "runs": "reading",
+    "CompareRecord": "records",
+    "RunInterrupted": "records",
+    "RunRecord": "records",
+    "RunStopped": "records",
+    "resume": "sweeping",
+    "sweep": "sweeping",
+}
+
+if TYPE_CHECKING:
+    from recall_eval.api.comparing import compare
+    from recall_eval.api.data import export, results_frame, runs_frame
+    from recall_eval.api.hooks import Hooks, SweepProgress
+    from recall_eval.api.options import (
+        CompareOptions,
+        GridOptions,
+        RequestOptions,
+        ResumeOptions,
+        SweepOptions,
+        TargetOptions,
+    )
+    from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
+    from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
+    from recall_eval.api.sweeping import resume, sweep
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'recall_eval.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"recall_eval.api.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "CompareEntry",

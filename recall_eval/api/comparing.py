@@ -22,7 +22,7 @@ import re
 import shlex
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from recall_eval.compare_store import (
     run_dir_of,
 )
 from recall_eval.errors import BadInput, UserError
+from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
@@ -67,6 +68,7 @@ class PlannedVariant:
     label: str
     spec: RunSpec  # the compare's spec with variant=label
     profile: Profile  # resolved (launched), or engine="external" with base_url
+    scoring: str = "lenient"  # the compare's headline verdict, stored in a run it creates (Run.scoring)
 
 
 def _same_spec(a: RunSpec, b: RunSpec) -> bool:
@@ -207,6 +209,7 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
         profile=planned.profile,
         versions=run_versions(planned.spec),
         created_at=time.time(),
+        scoring=planned.scoring,
     )
     store = RunStore.create(run, runs_home())
     hooks.note(f"{planned.label}: run {run.run_id} -> {store.path}")
@@ -278,7 +281,14 @@ def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | Non
     return previous is not None and list(previous) == [str(run.path.resolve()) for run in runs]
 
 
-def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str) -> Path:
+def _age(run: RunRecord) -> float | None:
+    """Seconds since a reused run finished: the compare report states it beside that run's numbers."""
+    return max(time.time() - run.run.finished_at, 0.0) if run.run.finished_at else None
+
+
+def write_compare_dir(
+    planned: Sequence[PlannedVariant], runs: Sequence[RunRecord], command: str, scoring: str = "lenient"
+) -> Path:
     """Write runs/compare-<id>/compare.json and render compare.html; returns the html's path."""
     from reports.compare_report import write_compare
 
@@ -299,10 +309,16 @@ def write_compare_dir(planned: Sequence[PlannedVariant], runs: Sequence[RunRecor
         created_at=created_at,
         command=command,
         variants=tuple(
-            CompareVariant(label=p.label, run_dir=relative_run_dir(compare_dir, run.path), reused=run.reused)
+            CompareVariant(
+                label=p.label,
+                run_dir=relative_run_dir(compare_dir, run.path),
+                reused=run.reused,
+                reused_age_s=_age(run) if run.reused else None,
+            )
             for p, run in zip(planned, runs, strict=True)
         ),
         interleaved=compare_interleaved(runs, previous),
+        scoring=scoring,
     )
     return write_compare(compare_dir, manifest)
 
@@ -327,12 +343,13 @@ def compare(
     the record's `verdict` says how a CI job should end (recall_eval.exit_codes's exit codes).
     """
     options = updated(options or CompareOptions(), **fields)
+    scoring = check_scoring(options.scoring)
     hooks = hooks or Hooks()
     spec = build_spec(options.grid, options.request, capture_indexer=options.capture_indexer)
     check_lengths_of(spec)
     gate = recall_gate(options.fail_under, spec.suites)
     planned = [
-        PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer))
+        PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer), scoring)
         for p in plan_variants(
             list(variants),
             spec,
@@ -351,7 +368,9 @@ def compare(
     # compare.json keeps the command line: with the key masked (it may have been typed in it)
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))
-    html = write_compare_dir(planned, runs, line)
+    html = write_compare_dir(planned, runs, line, scoring)
+    # the gates judge the compare's headline verdict, whatever a reused run's own report headlines
+    runs = [replace(r, run=r.run.model_copy(update={"scoring": scoring})) for r in runs]
     labels = tuple(p.label for p in planned)
     return CompareRecord(
         path=html.parent,

@@ -160,7 +160,7 @@ async def prepared_sweep(
         )
         cache.save(store.path)
         progress.log(
-            f"calibrated {len(calibrated)} cases with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
+            f"calibrated {len(calibrated)} case{'' if len(calibrated) == 1 else 's'} with {tokenizer.name} in {time.perf_counter() - started:.1f}s"
         )
         settings = RunnerSettings(
             variant=spec.variant,

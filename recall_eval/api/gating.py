@@ -70,4 +70,5 @@ def gate_compare(
 ) -> Verdict:
     """The exit code of a finished compare and the lines that explain a non-zero one."""
     variants = [(label, run.results) for label, run in zip(labels, runs, strict=True)]
-    return compare_verdict(variants, gate, regressions(labels, runs) if fail_on_regression else [])
+    scoring = runs[0].run.scoring if runs else "lenient"
+    return compare_verdict(variants, gate, regressions(labels, runs) if fail_on_regression else [], scoring)

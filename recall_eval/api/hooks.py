@@ -1,12 +1,16 @@
 """What a caller sees while the library works: notes, server output, and sweep progress.
 
-The library calls these and never prints. `Hooks()` logs notes through the `recall_eval` logger and
-shows no progress; the CLI passes its own subclass that draws rich progress bars.
+The library calls these and never prints. `Hooks()` logs notes, and a progress line at most every
+PROGRESS_EVERY_S seconds, through the `recall_eval` logger; where the program configured no logging at
+all, that logger writes its INFO lines to stderr, so a notebook or script is not silent while a server
+starts and cases run. The CLI passes its own subclass that draws rich progress bars.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
@@ -18,6 +22,19 @@ if TYPE_CHECKING:
     from recall_eval.api.records import RunRecord
 
 log = logging.getLogger("recall_eval")
+PROGRESS_EVERY_S = 10.0
+
+
+def _visible_log() -> None:
+    """Give the `recall_eval` logger a stderr handler when nothing in the program configured logging."""
+    if log.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("recall-eval: %(message)s"))
+    log.addHandler(handler)
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)
+
 
 NoteLevel = Literal["info", "warning"]
 
@@ -46,7 +63,12 @@ class SweepProgress(Protocol):
 
 
 class QuietProgress:
-    """SweepProgress that shows nothing but the log lines (to the `recall_eval` logger)."""
+    """SweepProgress as log lines (the `recall_eval` logger): the sweep's own lines, when calibration and
+    the cases start, and how many cases are done at most every PROGRESS_EVERY_S seconds."""
+
+    def __init__(self, total: int = 0, already_done: int = 0) -> None:
+        self.total, self.done, self.passed = total, already_done, 0
+        self._last = time.monotonic()
 
     def __enter__(self) -> QuietProgress:
         return self
@@ -58,23 +80,31 @@ class QuietProgress:
         log.info(message)
 
     def start_calibration(self, count: int) -> None:
-        pass
+        log.info("calibrating %d case%s against the server's tokenizer", count, "" if count == 1 else "s")
 
     def calibrated(self, case: Case) -> None:
         pass
 
     def start_run(self) -> None:
-        pass
+        log.info("running %d of %d cases", self.total - self.done, self.total)
 
     def started(self, case: Case) -> None:
         pass
 
     def finished(self, result: Result) -> None:
-        pass
+        self.done += 1
+        self.passed += result.outcome == "pass"
+        now = time.monotonic()
+        if now - self._last >= PROGRESS_EVERY_S or self.done == self.total:
+            self._last = now
+            log.info("%d/%d cases done, %d passed", self.done, self.total, self.passed)
 
 
 class Hooks:
     """Callbacks of sweep/compare/resume. Subclass and override what you want to show."""
+
+    def __init__(self) -> None:
+        _visible_log()
 
     def note(self, text: str, level: NoteLevel = "info") -> None:
         """One line for the user: a run was created or reused, a server is ready, a caveat."""
@@ -95,8 +125,8 @@ class Hooks:
 
     def sweep_progress(self, total: int, already_done: int, already_passed: int) -> SweepProgress:
         """Progress of one sweep over `total` cases, `already_done` of them stored before (resume)."""
-        return QuietProgress()
+        return QuietProgress(total, already_done)
 
     def run_done(self, record: RunRecord) -> None:
         """A run finished (its report rendered, when asked for); not called for a reused run."""
-        log.info("%s: %s of %s answered cases passed", record.run_id, record.passes, record.answered)
+        log.info("%s: %s passed of %s answered", record.run_id, record.passes, record.answered)

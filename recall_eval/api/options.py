@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from recall_eval.errors import BadInput
-from recall_eval.exit_codes import RecallGate
+from recall_eval.exit_codes import RecallGate  # light: it imports pandas and scipy only when judging
 from recall_eval.types import RunSpec
 
 _Options = TypeVar("_Options")
@@ -149,6 +149,17 @@ def _profile() -> Any:
 
 def _profiles_file() -> Any:
     return option("--profiles-file", "TOML file with more profiles", cli=Path)
+
+
+def _scoring() -> Any:
+    return option(
+        "--scoring",
+        "headline verdict of the console, report and --fail-under: lenient (RULER-compatible: the expected "
+        "value appears) or strict (the answer commits to it); both are stored",
+        default="lenient",
+        default_text="lenient; for `report`, what the run or compare chose",
+        metavar="lenient|strict",
+    )
 
 
 def _model() -> Any:
@@ -355,6 +366,7 @@ class SweepOptions:
     capture_indexer: bool = _capture_indexer()
     render_report: bool = _render_report()
     fail_under: str | RecallGate | None = _fail_under()  # the gate of RunRecord.verdict
+    scoring: str | None = _scoring()
 
     @classmethod
     def of(cls, **fields: Any) -> SweepOptions:
@@ -391,6 +403,7 @@ class CompareOptions:
         cli=bool,
         default=False,
     )
+    scoring: str | None = _scoring()
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from recall_eval.api.records import RunRecord
 from recall_eval.compare_store import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
 from recall_eval.errors import UserError
+from recall_eval.frame import check_scoring
 from recall_eval.store import RunStore, list_runs, runs_home
 
 if TYPE_CHECKING:
@@ -24,16 +25,20 @@ def load_run(path: Path | str) -> RunRecord:
     return RunRecord.from_store(RunStore.open(Path(path)))
 
 
-def render_report(path: Path | str) -> Path:
+def render_report(path: Path | str, scoring: str | None = None) -> Path:
     """Render a run directory's report.html, or a compare directory's compare.html, again from what is
-    stored (no server); returns the file's path. UserError when `path` is neither."""
+    stored (no server); returns the file's path. UserError when `path` is neither. `scoring` picks the
+    headline verdict ("lenient" or "strict"; default: what the run or compare chose)."""
+    check_scoring(scoring)
     import reports
     from reports.compare_report import render_compare
 
     path = Path(path)
     if (path / COMPARE_FILE).is_file():
-        return render_compare(path)
-    return reports.render_report(RunStore.open(path).path)  # a missing or foreign directory: one line
+        return render_compare(path, scoring)
+    return reports.render_report(
+        RunStore.open(path).path, scoring
+    )  # a missing or foreign directory: one line
 
 
 def _root(home: Path | str | None) -> Path:

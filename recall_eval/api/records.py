@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -10,7 +11,7 @@ import pandas as pd
 
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -71,8 +72,9 @@ class RunRecord:
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        """The results as a DataFrame, one row per case (recall_eval.frame; columns in README)."""
-        return frame_of([(self.run, self.results)])
+        """The results as a DataFrame, one row per case (recall_eval.frame; columns in README), with
+        `outcome`/`passed` the run's headline verdict (Run.scoring; recall_eval.frame.headline_frame)."""
+        return headline_frame(frame_of([(self.run, self.results)]), self.run.scoring)
 
     @property
     def passes(self) -> int:
@@ -101,6 +103,18 @@ class CompareRecord:
     # how a CI job should end (exit code, and a line per unmet threshold or regression): --fail-under,
     # --fail-on-regression, and 3 when a variant got no answer from a live model
     verdict: Verdict = Verdict(EXIT_OK, ())
+
+    @property
+    def pairs(self) -> list[dict]:
+        """Each variant against the first as compare.json states it: overall paired test (flips,
+        exact McNemar p), per-case speed changes, interleaved, minutes apart."""
+        path = self.path / "compare.json"
+        return list(json.loads(path.read_text(encoding="utf-8")).get("numbers", {}).get("pairs", []))
+
+    @property
+    def verdict_text(self) -> str:
+        """The compare report's verdict paragraph."""
+        return str(json.loads((self.path / "compare.json").read_text(encoding="utf-8")).get("verdict", ""))
 
 
 class RunStopped(UserError):

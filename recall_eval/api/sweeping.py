@@ -38,6 +38,7 @@ from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
+from recall_eval.frame import check_scoring
 from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.store import RunStore, new_run_id, runs_home
@@ -171,7 +172,7 @@ def with_capture(profile: Profile, capture: bool) -> Profile:
     return profile.model_copy(update={"enable_return_indexer_topk": True})
 
 
-def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunStore:
+def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None, scoring: str = "lenient") -> RunStore:
     root, run_id = runs_home(), new_run_id(spec)
     if out:
         text = str(out)
@@ -181,7 +182,14 @@ def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None) -> RunSt
             run_id = text
         else:
             raise BadInput(f"--out {text!r}: give a directory (runs are created inside it) or a run id")
-    run = Run(run_id=run_id, spec=spec, profile=profile, versions=run_versions(spec), created_at=time.time())
+    run = Run(
+        run_id=run_id,
+        spec=spec,
+        profile=profile,
+        versions=run_versions(spec),
+        created_at=time.time(),
+        scoring=check_scoring(scoring),
+    )
     return RunStore.create(run, root)
 
 
@@ -250,7 +258,7 @@ def finished_record(
 
         reports.render_report(store.path)
     record = RunRecord.from_store(store)
-    record = dataclasses.replace(record, verdict=verdict(record.results, gate))
+    record = dataclasses.replace(record, verdict=verdict(record.results, gate, scoring=store.run.scoring))
     hooks.run_done(record)
     return record
 
@@ -272,7 +280,7 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
-    store = _new_store(spec, profile, options.out)
+    store = _new_store(spec, profile, options.out, check_scoring(options.scoring))
     hooks.note(f"run {store.run.run_id} -> {store.path}")
     return execute(store, profile, hooks, options.request, render=options.render_report, gate=gate)
 
@@ -286,6 +294,9 @@ def resume_options(options: SweepOptions, again: ResumeOptions | None = None) ->
     ]
     refused += ["--variant"] * (options.variant is not None) + ["--out"] * (options.out is not None)
     refused += ["--capture-indexer"] * options.capture_indexer
+    refused += ["--scoring (re-render with `recall-eval report RUN --scoring ...`)"] * (
+        options.scoring is not None
+    )
     refused += [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
     if refused:
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
@@ -348,8 +359,11 @@ def resume(
     retry = parse_retry(_spec_text(options.retry)) if options.retry else frozenset()
     store = RunStore.open(Path(run_dir))
     gate = recall_gate(options.fail_under, store.run.spec.suites)
+    if store.run.status == "finished" and not retry:  # every case ran: nothing to send, no server
+        hooks.note(f"run {store.run.run_id} already finished: nothing to resume, report rendered again")
+        return finished_record(store, hooks, options.render_report, gate)
     handle_leftovers(store, options.stop_leftovers, hooks)
-    store, profile = _reopen(Path(run_dir), options)
+    store, profile = _reopen(store.path, options)
     auth = request_auth(options.request)
     if store.run.spec.api_key_used and not auth.api_key:
         hooks.note(

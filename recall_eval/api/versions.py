@@ -5,21 +5,13 @@ layer, because the key needs the suites."""
 from __future__ import annotations
 
 import platform
-from importlib import metadata
 
 import suites
 from recall_eval import event_loop
 from recall_eval.reuse import key_mismatch
 from recall_eval.store import RunStore
 from recall_eval.types import RunSpec
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("recall-eval")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
+from recall_eval.version import package_version
 
 # what a run records about the machine that measured it, but that a reused run need not share
 NOT_IN_REUSE_KEY = ("python", "event_loop")

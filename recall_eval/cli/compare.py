@@ -11,15 +11,26 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from recall_eval import api
 from recall_eval.api.options import CompareOptions
-from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, resume_command
-from recall_eval.cli.display import ConsoleHooks
+from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.options import takes_options
 from recall_eval.errors import UserError
+
+
+def paired_lines(pairs: list[dict]) -> list[str]:
+    """One line per variant against the first: the flips each way and the exact McNemar p-value."""
+    from recall_eval.formatting import format_p
+
+    lines = []
+    for pair in pairs:
+        test = pair["overall"]
+        lines.append(
+            f"{pair['b']} vs {pair['a']}: {test['miss_to_pass']} flipped miss→pass, {test['pass_to_miss']} "
+            f"pass→miss of {test['paired']:,} paired cases, exact McNemar {format_p(test['p_value'])}"
+        )
+    return lines
 
 
 @app.command()
@@ -28,6 +39,7 @@ def compare(
     variants: Annotated[
         list[str],
         typer.Argument(
+            metavar="VARIANT...",
             help="Variants: profile overrides (fp8, bf16, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768), "
             "request knobs (effort=high, think=on, think=off), a profile name (dsv4-flash), or both "
             "(dsv4-flash:bf16,topk=1024). With --base-url: labels (knob-only labels still apply their knobs).",
@@ -46,26 +58,31 @@ def compare(
 
     Exit codes: 0 finished (and every gate met); 1 could not run or stopped early; 2 bad input;
     3 a variant got no answer from a live model; 4 below --fail-under or a --fail-on-regression drop;
-    130 interrupted."""
+    130 interrupted (143 after SIGTERM)."""
+    from recall_eval.cli.common import open_in_browser, resume_command
+    from recall_eval.cli.display import ConsoleHooks
+
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     try:
         record = api.compare(variants, options, hooks=ConsoleHooks(console, label_runs=True), command=command)
     except api.RunInterrupted as stop:
-        console.print(
-            f"[yellow]interrupted[/yellow] in variant {stop.label}: rerun the same compare to resume "
-            f"(or {resume_command(stop.run_dir)})",
-            highlight=False,
+        say(
+            f"in variant {stop.label}: rerun the same compare to resume (or {resume_command(stop.run_dir)})",
+            interrupted_word(),
+            "yellow",
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupted_exit_code()) from None
     except api.RunStopped as stop:
         if stop.gave_up:
             raise UserError(f"variant {stop.label!r}: {stop}; rerun the same compare to resume") from stop
         raise UserError(f"variant {stop.label!r}: {stop}", stop.exit_code) from stop
-    console.print(f"compare directory: {record.path}", highlight=False)
+    say(f"compare directory: {record.path}")
+    for line in paired_lines(record.pairs):
+        say(line)
     print(record.report)
     if open_report:
         open_in_browser(record.report)
     for line in record.verdict.lines:
-        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+        say(line, style="red")
     if record.verdict.exit_code:
         raise typer.Exit(record.verdict.exit_code)

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import Progress
+from rich.text import Text
 
 from recall_eval.api import Hooks, RunRecord
 from recall_eval.api.hooks import NoteLevel
@@ -26,12 +26,12 @@ class ConsoleHooks(Hooks):
 
     def note(self, text: str, level: NoteLevel = "info") -> None:
         if level == "warning":
-            self.console.print(f"[yellow]note:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
+            self.console.print(Text.assemble(("note:", "yellow"), " ", text), highlight=False, soft_wrap=True)
         else:
             self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def server_output(self, line: str) -> None:
-        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
+        self.console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)
 
     def launching(self, profile: Profile) -> AbstractContextManager[object]:
         return self.console.status(f"starting the {profile.name} server ({profile.engine})...")
@@ -55,5 +55,6 @@ class ConsoleHooks(Hooks):
         )
 
     def run_done(self, record: RunRecord) -> None:
-        summary = summary_line(list(record.results))
-        self.console.print(f"{record.variant}: {summary}" if self.label_runs else summary, highlight=False)
+        summary = summary_line(list(record.results), record.run.scoring)
+        line = f"{record.variant}: {summary}" if self.label_runs else summary
+        self.console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -11,17 +11,21 @@ import typer
 from recall_eval import api
 from recall_eval.cli.app import app, console
 from recall_eval.errors import BadInput
-from recall_eval.frame import EXPORT_FORMATS, export_frame
+
+# recall_eval.frame.EXPORT_FORMATS, written out so that --help does not import pandas (a test compares them)
+FORMATS_HELP = "csv, parquet, jsonl"
 
 
 @app.command()
 def export(
     runs: Annotated[
         list[Path],
-        typer.Argument(help="Run directories (runs/<run-id>); a compare directory stands for its runs."),
+        typer.Argument(
+            metavar="RUN...", help="Run directories (runs/<run-id>); a compare directory stands for its runs."
+        ),
     ],
     fmt: Annotated[
-        str | None, typer.Option("--format", "-f", help=f"One of {', '.join(EXPORT_FORMATS)}. (default: csv)")
+        str | None, typer.Option("--format", "-f", help=f"One of {FORMATS_HELP}. (default: csv)")
     ] = None,
     out: Annotated[
         Path | None,
@@ -30,6 +34,8 @@ def export(
 ) -> None:
     """Write the results of RUNS as one table, one row per case (the columns are listed in README,
     "Results as data"). Several runs are concatenated; the run_id column tells them apart."""
+    from recall_eval.frame import EXPORT_FORMATS, export_frame
+
     fmt = fmt or "csv"
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: pick one of {', '.join(EXPORT_FORMATS)}")
@@ -42,4 +48,5 @@ def export(
         sys.stdout.flush()
         return
     runs = frame["run_id"].nunique()
-    console.print(f"{len(frame):,} cases from {runs} run{'s' if runs != 1 else ''} → {out}", highlight=False)
+    plural = "s" if runs != 1 else ""
+    console.print(f"{len(frame):,} cases from {runs} run{plural} → {out}", highlight=False, markup=False)

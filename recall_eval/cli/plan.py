@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from recall_eval.api import servers
 from recall_eval.api.options import TargetOptions
@@ -22,7 +23,10 @@ def _signed(value: float, unit: str = "") -> str:
 @takes_options
 def plan(
     profile: Annotated[
-        str, typer.Argument(help="Profile whose model to plan for (see `recall-eval profiles`).")
+        str,
+        typer.Argument(
+            metavar="PROFILE", help="Profile whose model to plan for (see `recall-eval profiles`)."
+        ),
     ],
     target: Annotated[
         TargetOptions, only("context_length", "mem_fraction_static", "tp", "model_path", "profiles_file")
@@ -48,7 +52,7 @@ def plan(
     if not out.is_terminal:  # piped: keep the table whole
         out = Console(width=200, highlight=False)
     weights = f"{result.weights_gib:.0f} GiB" if result.weights_gib is not None else "unknown"
-    out.print(f"[bold]{result.model}[/bold]  (config: {result.config_source})")
+    out.print(Text.assemble((result.model, "bold"), f"  (config: {result.config_source})"))
     out.print(
         f"KV pool per GPU = {result.mem_fraction:.2f} x {result.gpu_mem_gib:.1f} GiB - weights {weights} / tp {result.tp} "
         f"= {result.pool_gib:.1f} GiB; sequences of {result.context_length:,} tokens"

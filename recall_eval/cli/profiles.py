@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from recall_eval.api import servers
 from recall_eval.api.options import TargetOptions
@@ -18,7 +19,7 @@ from recall_eval.errors import BadInput
 @takes_options
 def profiles(
     target: Annotated[TargetOptions, only("profiles_file")],
-    name: Annotated[str | None, typer.Argument(help="Show only this profile.")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="[NAME]", help="Show only this profile.")] = None,
 ) -> None:
     """List profiles (shipped ones plus ./recall-eval.toml) with their resolved commands and env."""
     known = servers.profiles(target.profiles_file)
@@ -28,22 +29,29 @@ def profiles(
     for profile_name, profile in known.items():
         if name is not None and profile_name != name:
             continue
-        head = f"[bold]{profile_name}[/bold] ({profile.engine})"
-        out.print(f"{head}: {profile.description}" if profile.description else head)
+        head = Text.assemble((profile_name, "bold"), f" ({profile.engine})")
+        if profile.description:
+            head.append(f": {profile.description}")
+        out.print(head)
+        unset = "server default"
         settings = (
             f"index_k_dtype={profile.index_k_dtype} index_topk={profile.index_topk or 'model default'} "
-            f"tp={profile.tp} mem_fraction_static={profile.mem_fraction_static} "
-            f"context_length={profile.context_length} ready_timeout_s={profile.ready_timeout_s:g}"
+            f"tp={profile.tp} mem_fraction_static={profile.mem_fraction_static or unset} "
+            f"context_length={profile.context_length or 'model default'} "
+            f"ready_timeout_s={profile.ready_timeout_s:g}"
         )
+        if profile.engine == "external":  # nothing is launched: the settings are the server's own
+            settings = "index_k_dtype, index_topk, tp and memory: the running server's own (unknown here)"
         out.print(f"  {settings}", markup=False)
         if profile.engine == "external":
             out.print(f"  no process: requests go to {profile.base_url}", markup=False)
         try:
             specs = servers.profile_commands(profile)
         except BadInput as err:
-            out.print(f"  [red]cannot launch:[/red] {err}")
+            out.print(Text.assemble("  ", ("cannot launch:", "red"), f" {err}"))
             continue
         for spec in specs:
-            out.print(f"  [{spec.name}] {spec.url}", markup=False)
+            url = spec.url if spec.port else spec.url.rsplit(":", 1)[0] + ":<a free port, picked at launch>"
+            out.print(f"  [{spec.name}] {url}", markup=False)
             out.print(f"    {spec.command_line()}", markup=False)
         out.print()

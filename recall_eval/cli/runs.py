@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from recall_eval import api
-from recall_eval.api.reading import CompareEntry, leftover_servers, stop_leftover_server
 from recall_eval.cli.app import app
 from recall_eval.formatting import percent
 from recall_eval.store import runs_home
+from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
-    from recall_eval.api.reading import Leftover
+    from recall_eval.api.reading import CompareEntry, Leftover
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
@@ -36,17 +37,17 @@ def _when(stamp: float) -> str:
 
 
 def _target(record: api.RunRecord) -> dict[str, Any]:
-    """Profile name, index-K dtype and index_topk; a running server's settings are not known here."""
+    """Profile name, index-K dtype and index_topk: what the run launched or learned, else None."""
     profile = record.profile
     if profile is None:
         return {"profile": None, "engine": None, "base_url": None, "index_k_dtype": None, "index_topk": None}
-    external = profile.engine == "external"
+    facts = target_facts(record.run)  # launched or learned from /server_info; None: unknown
     return {
         "profile": profile.name,
         "engine": profile.engine,
         "base_url": profile.base_url or record.run.server_info.get("base_url"),
-        "index_k_dtype": None if external else profile.index_k_dtype,
-        "index_topk": None if external else profile.index_topk,
+        "index_k_dtype": facts.index_k_dtype,
+        "index_topk": facts.index_topk,
     }
 
 
@@ -100,12 +101,16 @@ def _run_row(record: api.RunRecord) -> list[str]:
         record.status,
         record.variant,
         profile,
-        target["index_k_dtype"] or "-",
-        str(topk) if topk is not None else ("model" if target["engine"] not in (None, "external") else "-"),
+        target["index_k_dtype"] or "unknown",
+        str(topk) if topk is not None else "unknown",
         ",".join(record.run.spec.suites),
         _lengths_text(record.run.spec.lengths),
         f"{record.cases_done}/{record.cases_total}",
-        f"{percent(record.recall)} ({passes}/{answered})" if answered else "-",
+        (
+            f"{percent(record.recall)}{' pooled' if len(record.run.spec.suites) > 1 else ''} ({passes}/{answered})"
+        )
+        if answered
+        else "-",
         _when(record.run.created_at),
     ]
 
@@ -133,6 +138,8 @@ def runs(
 ) -> None:
     """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
     recall, created) and compare directories (variants and their runs)."""
+    from recall_eval.api.reading import leftover_servers
+
     root = home if home is not None else runs_home()
     stored, compared = api.runs(root), api.compares(root)
     leftovers = {record.run_id: leftover_servers(record.path) for record in stored}
@@ -152,7 +159,7 @@ def runs(
         return
     out = _console()
     if not stored and not compared:
-        out.print(f"no runs in {root}")
+        out.print(f"no runs in {root}", markup=False)
         return
     if stored:
         table = Table(title=f"runs in {root}")
@@ -188,14 +195,21 @@ def _leftover_json(leftover: Leftover) -> dict[str, Any]:
 
 def _report_leftovers(out: Console, leftovers: dict[str, list[Leftover]], stop: bool) -> None:
     """One line per server that outlived its harness: stopped with --stop-leftovers, else how to."""
+    from recall_eval.api.reading import stop_leftover_server
+
     for run_id, found in leftovers.items():
         for leftover in found:
             if not stop:
                 out.print(
-                    f"[yellow]leftover:[/yellow] run {run_id}: {leftover.describe()}; "
-                    "stop it with `recall-eval runs --stop-leftovers`"
+                    Text.assemble(
+                        ("leftover:", "yellow"),
+                        f" run {run_id}: {leftover.describe()}; stop it with `recall-eval runs --stop-leftovers`",
+                    )
                 )
             elif stop_leftover_server(leftover):
-                out.print(f"stopped: run {run_id}: {leftover.describe().replace(' is still running', '')}")
+                out.print(
+                    f"stopped: run {run_id}: {leftover.describe().replace(' is still running', '')}",
+                    markup=False,
+                )
             else:
-                out.print(f"[red]could not stop[/red] run {run_id}: {leftover.describe()}")
+                out.print(Text.assemble(("could not stop", "red"), f" run {run_id}: {leftover.describe()}"))

@@ -19,7 +19,9 @@ from recall_eval.errors import UserError
 @app.command()
 @takes_options
 def serve(
-    profile: Annotated[str, typer.Argument(help="Profile to launch (see `recall-eval profiles`).")],
+    profile: Annotated[
+        str, typer.Argument(metavar="PROFILE", help="Profile to launch (see `recall-eval profiles`).")
+    ],
     target: Annotated[TargetOptions, only(*PROFILE_OVERRIDES, "profiles_file")],
     log_dir: Annotated[
         Path | None,
@@ -37,7 +39,7 @@ def serve(
         with servers.serve(profile, target, log_dir, echo=echo) as serving:
             server, logs = serving.server, serving.log_dir
             try:  # from here Ctrl-C stops cleanly; the endpoint line comes last (scripts wait for it)
-                console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False)
+                console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False, markup=False)
                 print(f"ready in {server.time_to_ready_s:.0f} s", flush=True)
                 print(f"endpoint {server.endpoint.base_url} (model {server.endpoint.model})", flush=True)
                 while True:

@@ -6,14 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from recall_eval import api
 from recall_eval.api.options import ResumeOptions, SweepOptions
-from recall_eval.api.sweeping import resume_options
-from recall_eval.cli.app import app, console
-from recall_eval.cli.common import open_in_browser, resume_command
-from recall_eval.cli.display import ConsoleHooks
+from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.options import OpenReport, only, takes_options
 from recall_eval.errors import BadInput, UserError
 
@@ -23,13 +19,20 @@ from recall_eval.errors import BadInput, UserError
 def sweep(
     options: SweepOptions,
     again: Annotated[ResumeOptions, only("retry", "stop_leftovers")],
-    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run (its directory).")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Finish an interrupted run (its directory or its run.json).")
+    ] = None,
     open_report: OpenReport = False,
 ) -> None:
     """Run the recall grid (suites x lengths x depths x trials) and write a report.
 
     Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
-    3 no case got an answer from a live model; 4 recall below --fail-under; 130 interrupted."""
+    3 no case got an answer from a live model; 4 recall below --fail-under; 130 interrupted (143 after
+    SIGTERM)."""
+    from recall_eval.api.sweeping import resume_options
+    from recall_eval.cli.common import open_in_browser, resume_command
+    from recall_eval.cli.display import ConsoleHooks
+
     if resume is None and (again.retry or again.stop_leftovers):
         raise BadInput(
             f"{'--retry' if again.retry else '--stop-leftovers'} applies to a resumed run: add --resume RUN_DIR"
@@ -41,8 +44,8 @@ def sweep(
         else:
             record = api.sweep(options, hooks=hooks)
     except api.RunInterrupted as stop:
-        console.print(f"[yellow]interrupted[/yellow]: resume with: {resume_command(stop.run_dir)}")
-        raise typer.Exit(130) from None
+        say(f"resume with: {resume_command(stop.run_dir)}", f"{interrupted_word()}:", "yellow")
+        raise typer.Exit(interrupted_exit_code()) from None
     except api.RunStopped as stop:
         raise _stopped_error(stop) from stop
     if record.report is None or not options.render_report:
@@ -53,13 +56,15 @@ def sweep(
             open_in_browser(record.report)
     ending = record.verdict
     for line in ending.lines:
-        console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+        say(line, style="red")
     if ending.exit_code:
         raise typer.Exit(ending.exit_code)
 
 
 def _stopped_error(stop: api.RunStopped) -> UserError:
     """The one line for a run that ended early: how to finish it, or why a resume would not help."""
+    from recall_eval.cli.common import resume_command
+
     resume = resume_command(stop.run_dir)
     if stop.gave_up:
         return UserError(f"{stop}: {resume}")

@@ -95,6 +95,11 @@ def test_compare_running_servers_then_rerun_reuses(two_servers: list[str]) -> No
     assert ids[0] == ids[1] and len(ids[0]) == 2 * 2 * 2
     pair = compare["numbers"]["pairs"][0]["overall"]
     assert pair["paired"] + pair["excluded_infra"] == 8 and pair["unpaired"] == 0
+    # the console states the paired recall result: flips each way and the exact McNemar p-value
+    assert (
+        f"B vs A: {pair['miss_to_pass']} flipped miss→pass, {pair['pass_to_miss']} pass→miss of "
+        f"{pair['paired']} paired cases, exact McNemar p = "
+    ) in first.stderr
 
     before = snapshot(dirs)
     second = recall_eval("compare", "A", "B", "--base-url", url_a, "--base-url", url_b, *GRID)
@@ -106,6 +111,7 @@ def test_compare_running_servers_then_rerun_reuses(two_servers: list[str]) -> No
     again = json.loads((html.parent / "compare.json").read_text())
     assert again["rendered_at"] > compare["rendered_at"]
     assert [v["reused"] for v in again["variants"]] == [True, True]
+    assert set(again["reused_age_s"]) == {"A", "B"} and "run reused, finished" in again["verdict"]
     assert again["numbers"] == compare["numbers"]
     assert again["interleaved"] is True  # the same two runs this compare interleaved before
 
@@ -220,6 +226,12 @@ def test_live_servers_take_turns_case_by_case(two_reference_servers: list[str]) 
     sign = ttft.find_all("td", cls="sign-test")[0].attrs
     assert int(sign["data-better"]) + int(sign["data-worse"]) > 0 and 0.0 <= float(sign["data-p"]) <= 1.0
     assert compare["numbers"]["pairs"][0]["interleaved"] is True
+    # ... and the verdict states the speed change of interleaved runs with its sign test, never "sequential"
+    assert (
+        "interleaved runs, per-case median change: TTFT " in compare["verdict"]
+        and "sign test p" in compare["verdict"]
+    )
+    assert "sequential runs" not in compare["verdict"]
 
 
 def test_ctrl_c_interrupts_both_runs_and_a_rerun_resumes_them_interleaved(

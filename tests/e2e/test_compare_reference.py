@@ -64,6 +64,11 @@ def test_compare_fp8_bf16_report_opens_and_rerun_reuses(tmp_path: Path) -> None:
     assert fp8["finished_at"] <= bf16["created_at"]
     # ... so the compare says sequential: no paired speed test on runs made one after the other.
     assert compare["interleaved"] is False and not fp8["interleaved"] and not bf16["interleaved"]
+    assert (
+        "sequential runs, " in compare["verdict"]
+        and "not a controlled speed comparison" in compare["verdict"]
+    )
+    assert "sign test" not in compare["verdict"]
     assert not busy_ports("127.0.0.1", [fp8["server_info"]["port"], bf16["server_info"]["port"]])
     a, b = compare["numbers"]["variants"]
     # The memory plan comes from each launched server: bf16 index keys take more bytes per token.
@@ -86,6 +91,11 @@ def test_compare_fp8_bf16_report_opens_and_rerun_reuses(tmp_path: Path) -> None:
     assert snapshot(run_dirs()) == before
     again = json.loads((html.parent / "compare.json").read_text())
     assert again["rendered_at"] > compare["rendered_at"] and again["numbers"] == compare["numbers"]
+    # both runs reused: the verdict says how old each is, the console gives the paired result
+    assert (
+        "fp8: run reused, finished " in again["verdict"] and "bf16: run reused, finished " in again["verdict"]
+    )
+    assert "bf16 vs fp8: " in done.stderr and "exact McNemar p = " in done.stderr
 
 
 def test_compare_topk_128_vs_512() -> None:

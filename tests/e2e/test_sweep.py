@@ -60,7 +60,11 @@ def test_sweep_hits_lengths_in_server_tokens_and_writes_report(server, tmp_path)
         assert result.completion.ttft_s > 0 and result.completion.latency_s >= result.completion.ttft_s
     assert run.server_info["max_model_len"] == CONTEXT
     # recall as the report states it, from the one formatting function
-    assert re.search(r"^recall \d+\.\d% \(Wilson \d+\.\d%-\d+\.\d%\), \d+/9 answered", completed.stderr, re.M)
+    assert re.search(
+        r"^recall \d+\.\d% \(Wilson \d+\.\d%-\d+\.\d%\), \d+ passed of 9 answered, strict ",
+        completed.stderr,
+        re.M,
+    )
     assert (report.parent / "calibration-cache.json").is_file()
 
 

@@ -53,11 +53,15 @@ def _content(results: list[Result]) -> dict[str, tuple]:
 
 
 def _interrupt(
-    server, out: Path, sig: signal.Signals, after: int
+    server, out: Path, sig: signal.Signals, after: int, sigint_ignored: bool = False
 ) -> tuple[Path, subprocess.CompletedProcess]:
     argv = cli_argv("sweep", "--base-url", server.base_url, *GRID, "--no-report", "--out", "interrupted")
     env = {**cli_env(), "RECALL_EVAL_HOME": str(out)}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a background job of a non-interactive shell starts with SIGINT ignored
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    process = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore
+    )
     results = out / "interrupted" / "results.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
@@ -69,7 +73,9 @@ def _interrupt(
     return out / "interrupted", subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"]
+)
 def test_interrupt_then_resume_matches_uninterrupted(server, baseline, tmp_path, sig):
     run_dir, stopped = _interrupt(server, tmp_path, sig, after=3)
     run, partial = load_run(run_dir)
@@ -77,7 +83,11 @@ def test_interrupt_then_resume_matches_uninterrupted(server, baseline, tmp_path,
     if sig == signal.SIGINT:
         assert stopped.returncode == 130, stopped.stderr
         assert run.status == "interrupted"
-        assert f"recall-eval sweep --resume {run_dir}" in stopped.stderr
+        assert f"interrupted: resume with: recall-eval sweep --resume {run_dir}" in stopped.stderr
+    elif sig == signal.SIGTERM:  # handled like Ctrl-C, with its own exit code and word
+        assert stopped.returncode == 143, stopped.stderr
+        assert run.status == "interrupted"
+        assert f"terminated (SIGTERM): resume with: recall-eval sweep --resume {run_dir}" in stopped.stderr
     else:
         assert stopped.returncode == -signal.SIGKILL
         assert run.status == "running"  # nothing could be written; resume does not need it
@@ -89,3 +99,16 @@ def test_interrupt_then_resume_matches_uninterrupted(server, baseline, tmp_path,
     assert len(ids) == len(set(ids)) == TOTAL  # every case exactly once
     assert _content(results) == baseline
     assert (run_dir / "report.html").is_file()
+    # --resume of the finished run: the report rendered again, no server reached (this URL is dead)
+    (run_dir / "report.html").unlink()
+    again = run_cli("sweep", "--resume", str(run_dir / "run.json"), "--base-url", "http://127.0.0.1:9")
+    assert again.returncode == 0, again.stderr
+    assert "already finished: nothing to resume" in again.stderr and (run_dir / "report.html").is_file()
+    assert "calibrat" not in again.stderr and len(load_run(run_dir)[1]) == TOTAL
+
+
+def test_sigterm_stops_a_background_job_whose_sigint_is_ignored(server, tmp_path):
+    run_dir, stopped = _interrupt(server, tmp_path, signal.SIGTERM, after=2, sigint_ignored=True)
+    assert stopped.returncode == 143, stopped.stderr
+    assert load_run(run_dir)[0].status == "interrupted"
+    assert f"terminated (SIGTERM): resume with: recall-eval sweep --resume {run_dir}" in stopped.stderr

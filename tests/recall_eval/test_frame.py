@@ -161,3 +161,24 @@ def test_the_library_layer_gives_the_same_frame(tmp_path: Path) -> None:
     out = tmp_path / "x.jsonl"
     api.export(records, "jsonl", out)
     assert pd.read_json(out, lines=True)["case_id"].tolist() == from_dir["case_id"].tolist()
+
+
+def test_readme_export_example_gives_one_row_per_run_and_case(tmp_path: Path) -> None:
+    """README's own pairing, `export runs/<run-id> runs/compare-<id>`, where the run is one of the
+    compare's, and a run given twice: one row per (run_id, case_id) whatever the arguments."""
+    compare_dir = _compare_dir(tmp_path)
+    run_a = tmp_path / "run-a"
+    readme = re.search(r"^recall-eval export (runs/<run-id> runs/compare-<id>) ", README.read_text(), re.M)
+    assert readme is not None  # the example this test stands for is still in the README
+    for args in (
+        [str(run_a), str(compare_dir)],
+        [str(run_a), str(run_a)],
+        [str(compare_dir), str(compare_dir)],
+    ):
+        done = run_cli("export", *args, "--format", "csv")
+        assert done.returncode == 0, done.stderr
+        table = pd.read_csv(io.StringIO(done.stdout))
+        assert not table.duplicated(["run_id", "case_id"]).any(), args
+        assert len(table) == len(results_frame(compare_dir if str(compare_dir) in args else run_a))
+    frame = results_frame([run_a, compare_dir, tmp_path / "run-a" / "run.json"])
+    assert len(frame) == 6 and not frame.duplicated(["run_id", "case_id"]).any()

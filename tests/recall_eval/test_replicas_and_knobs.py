@@ -103,10 +103,11 @@ def test_budget_spent_reasoning_is_truncated_with_its_own_detail():
     thinking = Completion(
         text="", reasoning="Let me scan the document for", finish_reason="length", completion_tokens=32
     )
-    outcome, why = score_completion(thinking, ("ZEBRA-1",))
-    assert outcome == "truncated" and REASONING_RAN_OUT in why and "32 tokens" in why
-    plain = Completion(text="The code is", finish_reason="length")
-    assert score_completion(plain, ("ZEBRA-1",)) == (
+    scored = score_completion(thinking, ("ZEBRA-1",))
+    assert scored.outcome == scored.strict_outcome == "truncated"
+    assert REASONING_RAN_OUT in scored.why and "32 tokens" in scored.why
+    plain = score_completion(Completion(text="The code is", finish_reason="length"), ("ZEBRA-1",))
+    assert (plain.outcome, plain.why) == (
         "truncated",
         "answer budget (max_tokens) ran out before the value appeared",
     )

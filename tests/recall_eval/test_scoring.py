@@ -70,4 +70,4 @@ def test_other_codes_ignores_parts_of_the_value():
 
 def test_score_completion_uses_answer_text_not_reasoning():
     completion = Completion(text="no idea", reasoning="maybe ZEBRA-4492-OMEGA", finish_reason="stop")
-    assert score_completion(completion, VALUE)[0] == "miss"
+    assert score_completion(completion, VALUE).outcome == "miss"

@@ -24,6 +24,7 @@ def result(
     completion_tokens: int = 9,
     variant: str = "v",
     answer: str = "",
+    started_at: float = 1_700_000_000.0,
 ) -> Result:
     completion = None
     if outcome in LIVE:
@@ -48,8 +49,8 @@ def result(
         prompt_tokens=length,
         completion=completion,
         error=None if outcome in LIVE else f"{outcome}: from the test",
-        started_at=1_700_000_000.0,
-        finished_at=1_700_000_001.0,
+        started_at=started_at,
+        finished_at=started_at + 1.0,
     )
 
 

@@ -105,7 +105,7 @@ def test_heatmap_visible_and_numbers_match_results(run_dir: Path, tmp_path: Path
     low, high = wilson_interval(passes, answered)
     shown = f"{100 * passes / answered:.1f}%"
     assert shown in card.text and f"{100 * low:.1f}%–{100 * high:.1f}%" in card.text
-    assert f"{passes} of {answered} answered" in card.text
+    assert f"{passes} passed of {answered} answered" in card.text
     for row in dom.find_all("tr", cls="outcome-count"):
         outcome = row.attrs["data-outcome"]
         assert int(row.attrs["data-count"]) == sum(r["outcome"] == outcome for r in rows), outcome
@@ -146,3 +146,39 @@ def test_screenshot_shows_the_heatmap(run_dir: Path, tmp_path: Path) -> None:
     assert count(PALETTE[0]) > 2_000
     assert count(INFRA_FACE) > 5_000
     print(f"screenshot: {shot}")
+
+
+LAYOUT_PROBE = """<script>
+window.addEventListener('load', () => {
+  const spill = [];
+  for (const table of document.querySelectorAll('.meta-grid table')) {
+    const column = table.parentElement.getBoundingClientRect();
+    const box = table.getBoundingClientRect();
+    if (box.right > column.right + 0.5) spill.push({table: table.id, over: box.right - column.right});
+    for (const cell of table.querySelectorAll('td, th')) {
+      if (cell.scrollWidth > cell.clientWidth + 1) spill.push({table: table.id, cell: cell.textContent.slice(0, 40)});
+    }
+  }
+  document.documentElement.setAttribute('data-layout', JSON.stringify(spill));
+});
+</script>"""
+
+
+def test_metadata_tables_stay_in_their_columns_at_1400px(tmp_path: Path) -> None:
+    """A 64-character prompts digest (the reuse key) breaks inside its cell instead of running under
+    the next column of the metadata grid."""
+    from recall_eval.store import RunStore
+
+    run_dir = build_sample_run(tmp_path / "runs")
+    store = RunStore.open(run_dir)
+    versions = {**store.run.versions, "prompts": "9f" * 32, "suite:needle": "1"}
+    store.write_run(store.run.model_copy(update={"versions": versions}))
+    render_report(run_dir)
+    page = tmp_path / "layout.html"
+    page.write_text(
+        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", LAYOUT_PROBE + "</body>"),
+        encoding="utf-8",
+    )
+    dom = parse(chromium(tmp_path, "--window-size=1400,2400", "--dump-dom", page.as_uri()))
+    assert "9f" * 32 in dom.by_id("versions-table").text
+    assert json.loads(dom.find_all("html")[0].attrs["data-layout"]) == []

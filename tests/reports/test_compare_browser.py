@@ -51,3 +51,30 @@ def test_compare_report_opens_in_chromium(tmp_path: Path) -> None:
     assert len(dom.find_all("script")) == 1  # only the probe: the label's <script> stayed text
     assert LABEL_B in dom.by_id("compare-title").text
     assert dom.by_id("verdict").text.startswith(f"{LABEL_B} raises recall over {BASELINE}")
+
+
+def test_side_by_side_heatmaps_keep_readable_labels_at_1400px(tmp_path: Path) -> None:
+    """The default grid (8 lengths) drawn side by side must not shrink: tick labels are 8 pt at 110 dpi
+    (12.2 px as drawn), so an image shown below 74% of its width has labels under 9 px."""
+    from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
+    from reports.compare_report import write_compare
+    from tests.reports.compare_builders import paired_results, run_of, store_run
+
+    lengths = [338, 650, 1250, 2400, 4600, 8900, 17000, 22597]
+    a, b = paired_results([("pass", "pass", n) for n in lengths for _ in range(3)])
+    root = tmp_path / "runs"
+    run_a = store_run(root, run_of("fp8", lengths, (0.0, 50.0, 100.0), run_id="run-a"), a)
+    run_b = store_run(root, run_of("bf16", lengths, (0.0, 50.0, 100.0), dtype="bf16", run_id="run-b"), b)
+    compare_dir = root / "compare-wide"
+    variants = tuple(
+        CompareVariant(label=label, run_dir=relative_run_dir(compare_dir, run))
+        for label, run in (("fp8", run_a), ("bf16", run_b))
+    )
+    write_compare(compare_dir, CompareManifest(compare_id="wide", created_at=0.0, variants=variants))
+    page = with_probe(compare_dir / "compare.html", compare_dir / "probe.html")
+    dom = parse(chromium(tmp_path, "--window-size=1400,3000", "--dump-dom", page.as_uri()))
+    images = json.loads(dom.find_all("html")[0].attrs["data-probe"])
+    side_by_side = [image for image in images if image["naturalWidth"] > 1000]
+    assert len(side_by_side) >= 2, images
+    for image in side_by_side:
+        assert image["width"] >= 0.74 * image["naturalWidth"], image

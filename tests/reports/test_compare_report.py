@@ -174,7 +174,7 @@ def test_throughput_and_server_side_by_side(rendered: tuple[Path, str, Element])
     dtypes = [td.attrs["data-value"] for td in settings["index_k_dtype"].find_all("td")]
     assert dtypes == ["fp8", "bf16"]
     topk = [td.attrs["data-value"] for td in settings["index_topk"].find_all("td")]
-    assert topk == ["", "512"] and "not known" in settings["index_topk"].text
+    assert topk == ["unknown", "512"] and "unknown" in settings["index_topk"].text
 
 
 def test_self_contained(rendered: tuple[Path, str, Element]) -> None:

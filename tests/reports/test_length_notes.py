@@ -27,6 +27,8 @@ def test_estimates_and_off_target_cases_are_flagged(tmp_path):
     html = render_report(run_dir).read_text()
     assert 'id="length-estimates"' in html and "<b>estimates</b>" in html and "needle" in html
     assert 'id="off-target-table"' in html and f"server counted {off.server_prompt_tokens} (+500)" in html
+    # each off-target case names its suite and depth, not only its id
+    assert f"{off.suite} · depth {off.depth_percent:g}% · {off.case_id}" in html
 
 
 def test_exact_runs_carry_no_length_warnings(tmp_path):

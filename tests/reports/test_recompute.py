@@ -214,7 +214,7 @@ def test_run_report_headline_and_suites(compared: dict) -> None:
     )
     low, high = want["ci"]
     assert (
-        f"{want['passes']} of {want['answered']} answered; 95% Wilson interval {pct(low)}–{pct(high)}"
+        f"{want['passes']} passed of {want['answered']} answered; 95% Wilson interval {pct(low)}–{pct(high)}"
         in text_of(card)
     )
     assert pct(want["recall"]) in text_of(card)
