@@ -48,12 +48,19 @@ class SweepStopped(UserError):
 class RunnerSettings:
     variant: str = "default"
     max_tokens: int = 32
+    case_budgets: bool = False  # each case's own answer budget where it has one (RunSpec.case_budgets)
     concurrency: int = 1
     context_limit: int | None = None  # prompts of this many tokens or more are too_long without a request
     max_consecutive_deaths: int = 3
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
     retry: frozenset[str] = frozenset()  # outcomes whose cases run again (--retry); earlier lines are kept
+
+
+def answer_budget(case: Case, max_tokens: int, case_budgets: bool) -> int:
+    """The max_tokens a case is sent with: its own budget (RULER's per task, MRCR's) when the run takes
+    per-case budgets and the case has one, else the run's."""
+    return case.max_tokens if case_budgets and case.max_tokens is not None else max_tokens
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,9 @@ class Runner:
             raise write_error
         return appended
 
+    def _budget(self, case: Case) -> int:
+        return answer_budget(case, self.settings.max_tokens, self.settings.case_budgets)
+
     def _result(
         self,
         case: Case,
@@ -198,6 +208,7 @@ class Runner:
             and abs(off) > tolerance(case.target_tokens)
             and case.params.get("grid") not in ("none", "baseline"),
             endpoint=endpoint,
+            max_tokens=self._budget(case),
         )
 
     async def _run_case(
@@ -221,10 +232,10 @@ class Runner:
         try:
             give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
             if self.capture is not None:
-                generation = await self.capture.complete(case, self.settings.max_tokens, give_up)
+                generation = await self.capture.complete(case, self._budget(case), give_up)
                 completion = generation.completion
             else:
-                completion = await client.complete(case.messages, self.settings.max_tokens, give_up)
+                completion = await client.complete(case.messages, self._budget(case), give_up)
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
