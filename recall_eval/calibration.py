@@ -34,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from recall_eval.store import write_atomically
 from recall_eval.tokenization import PromptRefused, TokenCounter
 from recall_eval.types import Case, CaseRecipe, ChatMessage, ShrinkableRecipe
 
@@ -86,9 +86,9 @@ class CalibrationCache:
             return cls()  # a damaged cache only costs time: start over
 
     def save(self, run_dir: Path) -> None:
-        tmp = run_dir / f".{CACHE_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(self.entries, separators=(",", ":")))
-        os.replace(tmp, run_dir / CACHE_FILE)
+        write_atomically(
+            run_dir / CACHE_FILE, json.dumps(self.entries, separators=(",", ":")).encode("utf-8")
+        )
 
     def get(self, key: str) -> list[int] | None:
         value = self.entries.get(key)
@@ -300,7 +300,11 @@ class Calibrator:
             )
             return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), tokens_per_word
         case = recipe.render(words)
-        prompt_tokens = (await self._count(recipe, words)).tokens
+        measured = await self._count(recipe, words)
+        if measured.refused is not None:  # a fixed prompt (sent as it is) the server will not take
+            reason = f"the server refused this prompt as longer than its context ({measured.refused}); not sent"
+            return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), slope
+        prompt_tokens = measured.tokens
         start, end = await self._needle_offsets(case)
         self._last_tokens.pop(case.id, None)
         calibrated = case.model_copy(

@@ -95,6 +95,7 @@ async def connect(
                 timeouts=limits,
                 knobs=knobs,
                 adaptations=shared,
+                retries=spec.retries,
             ),
             max(1, spec.concurrency),
         )

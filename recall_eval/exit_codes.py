@@ -15,8 +15,9 @@ Recall is passes over answers from a live model (recall_eval.stats.recall_table,
 the gate compares that point estimate with the threshold. A scored suite (RULER tasks, mrcr, files) is
 gated on its mean score (stats.score_table) instead; `overall` is the recall of the pass/miss suites,
 or the mean score when every suite is scored. A compare is judged variant by variant with
-the same rules (compare_verdict); its regressions come from the compare report's paired test
-(recall_eval.api.gating), here they are only worded and counted.
+the same rules (compare_verdict); its regressions come from the compare report's paired tests
+(recall_eval.api.gating: exact McNemar for pass/miss suites, the Wilcoxon signed-rank test on the score
+differences for scored ones), here they are only worded and counted.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recall_eval.errors import BadInput
+from recall_eval.formatting import score_change_text
 from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.types import INFRA_OUTCOMES, Result
 
 if TYPE_CHECKING:  # pandas and scipy load when a run is judged, not when the options are declared
     import pandas as pd
+
+    from recall_eval.stats import ScoredPairedTest
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -193,10 +197,29 @@ class Regression:
         )
 
 
+@dataclass(frozen=True)
+class ScoreRegression:
+    """A variant whose scores are significantly lower than the baseline's on the paired cases of a scored
+    suite (or of every scored suite): the compare report's mean score difference and Wilcoxon
+    signed-rank test (recall_eval.stats.ScoredPairedTest), p below its alpha."""
+
+    variant: str
+    baseline: str
+    suite: str  # a scored suite's name, or "overall"
+    test: ScoredPairedTest
+    alpha: float
+
+    def line(self) -> str:
+        return (
+            f"variant {self.variant}, {self.suite}: {score_change_text(self.test)} against {self.baseline}, "
+            f"p < {self.alpha:g} (--fail-on-regression)"
+        )
+
+
 def compare_verdict(
     variants: Sequence[tuple[str, Iterable[Result]]],
     gate: RecallGate | None = None,
-    regressions: Sequence[Regression] = (),
+    regressions: Sequence[Regression | ScoreRegression] = (),
     scoring: str = "lenient",
 ) -> Verdict:
     """The exit code of a compare that finished: each variant judged as a sweep's run is (3 when one

@@ -24,6 +24,7 @@ from recall_eval.types import RECALL_OUTCOMES, Result, Run
 Scoring = Literal["lenient", "strict"]
 SCORINGS: tuple[Scoring, ...] = ("lenient", "strict")  # the headline verdict; lenient unless the user picks
 ExportFormat = Literal["csv", "parquet", "jsonl"]
+FILE_SUITE_PREFIXES = ("ruler-jsonl:", "jsonl:")  # suites.jsonl_files: a prepared file's rows, not a grid
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "parquet", "jsonl")
 
 # name -> meaning; the order is the frame's column order (params follow as param_<key>).
@@ -52,6 +53,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "strict_why": "why the strict verdict misses a lenient pass (another value, a correction, a prompt echo)",
     "score": "scored suites only (RULER tasks, mrcr, jsonl): the metric's grade in [0, 1]; empty otherwise",
     "metric": "scored suites only: string_match_all, string_match_part or mrcr; empty for pass/miss suites",
+    "max_tokens": "the answer budget the case was sent with (the case's own without --max-tokens: RULER's per task)",
     "answer": "the model's answer text (untrusted)",
     "expected": "accepted answers, as a JSON list",
     "prompt_tokens": "prompt length the server saw: its usage.prompt_tokens, else the calibrated length",
@@ -95,7 +97,7 @@ RUN_COLUMNS: dict[str, str] = {
     "depths": "planned depths, comma-separated",
     "trials": "trials per cell",
     "seed": "seed of the cases",
-    "planned": "cases the spec asks for",
+    "planned": "cases the spec asks for (counted from the suites' cases: a file suite's rows); empty if unknown",
     "stored": "cases with a stored result",
     "created_at": "unix time the run was created",
     "finished_at": "unix time it ended (empty while running)",
@@ -163,6 +165,7 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         strict_why=result.strict_why,
         score=result.score if counted else None,
         metric=result.params.get("metric"),
+        max_tokens=result.max_tokens,
         answer=result.answer,
         expected=json.dumps(list(result.expected)),
         prompt_tokens=prompt_tokens,
@@ -203,6 +206,7 @@ _DTYPES = {
     "length_off_target": "bool",
     "needle_token_offset": "Int64",
     "completion_tokens": "Int64",
+    "max_tokens": "Int64",
     "decode_gaps": "Int64",
     "attempt": "int64",
     "counted": "bool",
@@ -310,6 +314,18 @@ def results_frame(run_or_runs: str | Path | Iterable[str | Path]) -> pd.DataFram
     return frame_of((store.run, store.results()) for store in stores)
 
 
+def planned_cases(run: Run) -> int | None:
+    """Cases a run's spec asks for: run.json's cases_planned (counted from the suites' cases by the
+    library). A run written before that was recorded: lengths x depths x trials per suite, which every
+    generated suite makes; None when it holds a file suite (`ruler-jsonl:`, `jsonl:`: as many as rows)."""
+    if run.cases_planned is not None:
+        return run.cases_planned
+    spec = run.spec
+    if any(name.startswith(FILE_SUITE_PREFIXES) for name in spec.suites):
+        return None
+    return len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
+
+
 def runs_frame(run_or_runs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """One row per run directory (compare directories expand): RUN_COLUMNS."""
     rows = []
@@ -329,14 +345,14 @@ def runs_frame(run_or_runs: str | Path | Iterable[str | Path]) -> pd.DataFrame:
                 "depths": ",".join(f"{d:g}" for d in spec.depths),
                 "trials": spec.trials,
                 "seed": spec.seed,
-                "planned": len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials,
+                "planned": planned_cases(run),
                 "stored": len(store.final_case_ids()),
                 "created_at": run.created_at,
                 "finished_at": run.finished_at,
                 "time_to_ready_s": run.time_to_ready_s,
             }
         )
-    return pd.DataFrame(rows, columns=list(RUN_COLUMNS)).astype({"index_topk": "Int64"})
+    return pd.DataFrame(rows, columns=list(RUN_COLUMNS)).astype({"index_topk": "Int64", "planned": "Int64"})
 
 
 def export_frame(frame: pd.DataFrame, fmt: ExportFormat, out: Path | None = None) -> bytes | None:

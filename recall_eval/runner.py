@@ -48,6 +48,7 @@ class SweepStopped(UserError):
 class RunnerSettings:
     variant: str = "default"
     max_tokens: int = 32
+    case_budgets: bool = False  # each case's own answer budget where it has one (RunSpec.case_budgets)
     concurrency: int = 1
     context_limit: int | None = None  # prompts of this many tokens or more are too_long without a request
     max_consecutive_deaths: int = 3
@@ -57,6 +58,12 @@ class RunnerSettings:
     # the budget of a thinking run, used once an answer shows reasoning when max_tokens was not given
     # (None: the user chose max_tokens, or it is already a thinking budget)
     thinking_max_tokens: int | None = None
+
+
+def answer_budget(case: Case, max_tokens: int, case_budgets: bool) -> int:
+    """The max_tokens a case is sent with: its own budget (RULER's per task, MRCR's) when the run takes
+    per-case budgets and the case has one, else the run's."""
+    return case.max_tokens if case_budgets and case.max_tokens is not None else max_tokens
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,7 @@ class Runner:
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
-        self.max_tokens = settings.max_tokens  # raised once for a reasoning server (thinking_max_tokens)
+        self.thinking_budget: int | None = None  # set once a reasoning server is seen (thinking_max_tokens)
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
         done = self.store.final_case_ids(retry=self.settings.retry)
@@ -163,6 +170,11 @@ class Runner:
             raise write_error
         return appended
 
+    def _budget(self, case: Case) -> int:
+        """The case's answer budget; at least the thinking budget once the server was seen reasoning."""
+        budget = answer_budget(case, self.settings.max_tokens, self.settings.case_budgets)
+        return max(budget, self.thinking_budget) if self.thinking_budget is not None else budget
+
     def _result(
         self,
         case: Case,
@@ -204,6 +216,7 @@ class Runner:
             and abs(off) > tolerance(case.target_tokens)
             and case.params.get("grid") not in ("none", "baseline"),
             endpoint=endpoint,
+            max_tokens=self._budget(case),
         )
 
     async def _run_case(
@@ -228,15 +241,15 @@ class Runner:
         generation = None
         try:
             give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
-            budget = self.max_tokens
+            budget = self._budget(case)
             if self.capture is not None:
                 generation = await self.capture.complete(case, budget, give_up)
                 completion = generation.completion
             else:
                 completion = await client.complete(case.messages, budget, give_up)
                 self._note_reasoning(completion)
-                if budget < self.max_tokens and cut_in_reasoning(completion):  # sent again, with the new budget
-                    completion = await client.complete(case.messages, self.max_tokens, give_up)
+                if budget < self._budget(case) and cut_in_reasoning(completion):  # again, with the new budget
+                    completion = await client.complete(case.messages, self._budget(case), give_up)
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
@@ -273,8 +286,8 @@ class Runner:
     def _note_reasoning(self, completion: Completion) -> None:
         """A reasoning answer under the default budget: switch to the thinking budget (once, one line)."""
         thinking = self.settings.thinking_max_tokens
-        if thinking is not None and completion.reasoning.strip() and self.max_tokens < thinking:
-            self.max_tokens = thinking
+        if thinking is not None and completion.reasoning.strip() and self.thinking_budget is None:
+            self.thinking_budget = thinking
             line = (
                 f"the server reasons before answering; the answer budget is {thinking} tokens instead of "
                 f"{self.settings.max_tokens} (give --max-tokens to choose)"

@@ -1,5 +1,6 @@
 """The statistics of recall-eval, each defined once: recall with its Wilson interval, effective length,
-exact paired tests and percentiles (scipy and numpy do the arithmetic).
+exact paired tests (McNemar for pass/miss suites, Wilcoxon signed-rank on the score differences of
+scored suites) and percentiles (scipy and numpy do the arithmetic).
 
 Reports, the compare conclusion, the CI gates (--fail-under, --fail-on-regression), the console summary
 and `export` all take their figures from here, applied
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, bootstrap
+from scipy.stats import binomtest, bootstrap, ttest_1samp, wilcoxon
 
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
 
@@ -151,8 +152,15 @@ class PairedTest:
         return self.both_pass + self.both_fail + self.lost + self.gained
 
 
+def _scored(frame: pd.DataFrame) -> pd.Series:
+    """True for the rows of scored suites (a metric grades them); False for pass/miss ones."""
+    return frame["metric"].notna() if "metric" in frame else pd.Series(False, index=frame.index)
+
+
 def paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> PairedTest:
-    """The exact McNemar test of two results frames on their shared case ids (see PairedTest)."""
+    """The exact McNemar test of two results frames on their shared case ids (see PairedTest), over the
+    cases of pass/miss suites only: scored suites' cases go to scored_paired_test."""
+    a_frame, b_frame = a_frame[~_scored(a_frame)], b_frame[~_scored(b_frame)]
     both = matched(a_frame, b_frame)
     # a cell neither side could build: nothing to compare, nothing to flag
     both = both[
@@ -172,6 +180,84 @@ def paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> PairedTest:
         excluded_infra=len(both) - len(live),
         unpaired=unpaired,
         p_value=mcnemar_exact(lost, gained),
+    )
+
+
+@dataclass(frozen=True)
+class ScoredPairedTest:
+    """Scored suites (a metric's grade in [0, 1] per case) on identical cases of a baseline A and a
+    variant B: the per-case differences B - A, their mean with a 95% t interval, and the two-sided
+    Wilcoxon signed-rank test (scipy.stats.wilcoxon; zero differences dropped, so its n is `changed`)."""
+
+    paired: int  # cases answered by a live model under both, each with a score
+    mean_a: float | None  # mean score of A over the paired cases (None when nothing is paired)
+    mean_b: float | None
+    mean_diff: float | None  # mean of B - A over the paired cases
+    ci_low: float | None  # 95% t interval of mean_diff (None below two pairs; a point when all are equal)
+    ci_high: float | None
+    higher: int  # cases scored higher under B
+    lower: int  # cases scored lower under B
+    # cases where either side is an infrastructure outcome (or only one side not applicable): not in the test
+    excluded_infra: int
+    unpaired: int  # cases stored under only one of the two runs
+    p_value: float  # Wilcoxon signed-rank, two-sided; 1.0 when no case changed
+
+    @property
+    def changed(self) -> int:
+        """The test's n: pairs whose scores differ."""
+        return self.higher + self.lower
+
+    def lower_at(self, alpha: float) -> bool:
+        """B scores significantly lower than A: p below alpha and the differences lean down."""
+        return self.p_value < alpha and self.mean_diff is not None and self.mean_diff < 0
+
+    def higher_at(self, alpha: float) -> bool:
+        return self.p_value < alpha and self.mean_diff is not None and self.mean_diff > 0
+
+
+def mean_diff_interval(diffs: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Student t interval of the mean of paired differences (scipy.stats.ttest_1samp); None below two
+    differences, the point itself when every difference is equal."""
+    if diffs.size < 2:
+        return None
+    if np.all(diffs == diffs[0]):
+        return (float(diffs[0]), float(diffs[0]))
+    ci = ttest_1samp(diffs, 0.0).confidence_interval(confidence_level=confidence)
+    return (float(ci.low), float(ci.high))
+
+
+def signed_rank_p(diffs: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences, zeros dropped (scipy picks the
+    exact distribution for small n, the normal approximation otherwise); 1.0 when none is non-zero."""
+    changed = diffs[diffs != 0]
+    if changed.size == 0:
+        return 1.0
+    return float(wilcoxon(changed).pvalue)
+
+
+def scored_paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> ScoredPairedTest:
+    """The paired comparison of two results frames' scored cases on their shared case ids (see
+    ScoredPairedTest); pass/miss suites' cases are left to paired_test."""
+    a_frame, b_frame = a_frame[_scored(a_frame)], b_frame[_scored(b_frame)]
+    both = matched(a_frame, b_frame)
+    both = both[
+        ~(both["outcome_a"].isin(NOT_APPLICABLE_OUTCOMES) & both["outcome_b"].isin(NOT_APPLICABLE_OUTCOMES))
+    ]
+    live = both[both["counted_a"] & both["counted_b"] & both["score_a"].notna() & both["score_b"].notna()]
+    diffs = (live["score_b"] - live["score_a"]).to_numpy(dtype=float)
+    interval = mean_diff_interval(diffs)
+    return ScoredPairedTest(
+        paired=len(live),
+        mean_a=float(live["score_a"].mean()) if len(live) else None,
+        mean_b=float(live["score_b"].mean()) if len(live) else None,
+        mean_diff=float(diffs.mean()) if diffs.size else None,
+        ci_low=interval[0] if interval else None,
+        ci_high=interval[1] if interval else None,
+        higher=int((diffs > 0).sum()),
+        lower=int((diffs < 0).sum()),
+        excluded_infra=len(both) - len(live),
+        unpaired=len(set(a_frame["case_id"]) ^ set(b_frame["case_id"])),
+        p_value=signed_rank_p(diffs),
     )
 
 

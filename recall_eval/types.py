@@ -78,6 +78,9 @@ class Case(_Frozen):
     # a scored case (recall_eval.metrics): the metric that grades its answer as a fraction ("string_match_all",
     # "string_match_part", "mrcr"); None for pass/miss cases, which give recall
     metric: str | None = None
+    # the case's own answer budget in tokens (RULER's tokens_to_generate for its task, MRCR's), sent as
+    # max_tokens when the run takes per-case budgets (RunSpec.case_budgets); None: the run's max_tokens
+    max_tokens: int | None = None
 
 
 @runtime_checkable
@@ -196,6 +199,7 @@ class Result(_Frozen):
     length_off_target: bool = False
     endpoint: str | None = None  # base URL of the replica that served the case (None: not sent)
     score: float | None = None  # scored cases only: the metric's grade of the answer in [0, 1] (Case.metric)
+    max_tokens: int | None = None  # the answer budget of the case's request (None in results stored before)
 
 
 class PDPart(_Frozen):
@@ -249,11 +253,15 @@ class RunSpec(_Frozen):
     depths: tuple[float, ...]
     trials: int = 2
     seed: int = 0
-    max_tokens: int = 32  # answer budget
+    max_tokens: int = 32  # answer budget (with case_budgets: of the cases without their own)
+    # True when --max-tokens was not given and the suites set budgets per case (RULER's per task, MRCR's):
+    # each case is sent with its own (Case.max_tokens); False: max_tokens for every case
+    case_budgets: bool = False
     # False when max_tokens is the default (not given): a server found reasoning gets a thinking budget
     max_tokens_given: bool = True
     concurrency: int = 1
     request_timeout_s: float = 600.0
+    retries: int = 3  # a request's retries after a transient failure (recall_eval.retry)
     variant: str = "default"
     capture_indexer: bool = False
     # request knobs for thinking models and servers with their own options (recall_eval.chat_client.RequestKnobs)
@@ -290,6 +298,10 @@ class Run(_Frozen):
     # the verdict the headline figures use (console, report, --fail-under): "lenient" (RULER-compatible)
     # or "strict" (recall_eval.scoring); both verdicts are stored on every result either way
     scoring: Literal["lenient", "strict"] = "lenient"
+    # cases the spec's suites generate, counted from their recipes (a file suite's rows, a generated
+    # suite's lengths x depths x trials) when the run was created and again when it ran; None in runs
+    # written before it was recorded (recall_eval.frame.planned_cases reads it)
+    cases_planned: int | None = None
     # what the run changed to suit the server, by name, one line each (recall_eval.adaptations): a base
     # URL form, a field the server rejected, JSON answers to stream requests, untrusted usage counts,
     # TLS checks off, a thinking budget; reports list them

@@ -1,4 +1,5 @@
-"""Compare images as PNG bytes: the difference heatmap (B - A) and per-length recall with intervals.
+"""Compare images as PNG bytes: the difference heatmap (B - A: recall, or mean score for a scored suite)
+and per-length recall with intervals.
 
 Drawn with matplotlib's object API (no pyplot state), in the style of reports.heatmap.
 """
@@ -12,6 +13,7 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from recall_eval.formatting import tokens
 from reports.aggregates import CellFrame, SuiteGrid
 from reports.compare_frames import DiffGrid, VariantFrame
 from reports.heatmap import (
@@ -24,7 +26,6 @@ from reports.heatmap import (
     finish_grid_axes,
     grid_figure,
 )
-from reports.labels import tokens
 
 # Diverging: B worse (the palette's red) -> no change (light grey) -> B better (the palette's green).
 DIFF_PALETTE = (PALETTE[0], "#F3F4F6", PALETTE[2])
@@ -43,10 +44,20 @@ def diff_text(value: float | None) -> str:
     return "0" if points == 0 else f"{points:+d} pts"
 
 
-def _counts(cell: CellFrame | None) -> str:
+def score_diff_text(value: float | None) -> str:
+    """A mean score difference on RULER's 0-100 scale: '+12', '-40', '0'; '–' where nothing compares."""
+    if value is None:
+        return "–"
+    points = round(value * 100)
+    return "0" if points == 0 else f"{points:+d}"
+
+
+def _counts(cell: CellFrame | None, scored: bool = False) -> str:
     if cell is None:
         return "not run"
     if cell.answered:
+        if scored and cell.score is not None:
+            return f"{100 * cell.score:.0f}"
         return f"{cell.passes}/{cell.answered}"
     return "infra" if cell.infra else "N/A"
 
@@ -62,7 +73,9 @@ def _save(fig: Figure) -> bytes:
 
 
 def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title: str) -> bytes:
-    """Recall B - A per cell; cells where either side has no answered case are hatched grey."""
+    """Recall B - A per cell (a scored suite: mean score B - A, 0-100, the small line each side's mean
+    score); cells where either side has no answered case are hatched grey."""
+    text = score_diff_text if diff.scored else diff_text
     fig, ax, font = grid_figure(diff.lengths, diff.depths)
     for y, row in enumerate(diff.values):
         for x, value in enumerate(row):
@@ -83,17 +96,18 @@ def diff_heatmap_png(diff: DiffGrid, grid_a: SuiteGrid, grid_b: SuiteGrid, title
             ax.text(
                 x,
                 y - 0.12,
-                diff_text(value),
+                text(value),
                 ha="center",
                 va="center",
                 fontsize=font,
                 color=colour,
                 weight="bold",
             )
-            note = f"{_counts(cell_a)} → {_counts(cell_b)}"
+            note = f"{_counts(cell_a, diff.scored)} → {_counts(cell_b, diff.scored)}"
             ax.text(x, y + 0.22, note, ha="center", va="center", fontsize=font * 0.72, color=colour)
     scale = ScalarMappable(norm=DIFF_NORM, cmap=DIFF_CMAP)
-    colourbar = finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, "B − A, percentage points")
+    unit = "B − A, mean score (0-100)" if diff.scored else "B − A, percentage points"
+    colourbar = finish_grid_axes(fig, ax, diff.lengths, diff.depths, title, scale, unit)
     colourbar.set_ticks([-1.0, -0.5, 0.0, 0.5, 1.0], labels=["−100", "−50", "0", "+50", "+100"])
     legend = [
         Patch(facecolor=INFRA_FACE, hatch="///", edgecolor=INFRA_HATCH, label="no answer on one side (infra)")

@@ -9,26 +9,19 @@ cases flip miss->pass than pass->miss), the flip counts and p-value; then effect
 changes as one statistic each (the per-case median change with its bootstrap interval); a speed
 difference is claimed, with an exact sign test, only for runs interleaved on live servers; sequential runs
 (not exchangeable: the machine drifts) are described with how far apart they ran; a reused run's age;
-the memory plan where it differs; then the pairs the test had to leave out. Plain text: the
+the memory plan where it differs; then the pairs the test had to leave out. Scored suites get their own
+sentence: the mean score difference with its t interval and the Wilcoxon signed-rank test. Plain text: the
 template escapes it.
 """
 
 from __future__ import annotations
 
-from recall_eval.formatting import format_p
+from recall_eval.formatting import format_p, score_change_text, share, signed_percent
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
 from reports.compare_frames import METRICS, CompareFrames, PairFrame, SpeedChange, VariantFrame
 
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
-
-
-def format_pct(value: float) -> str:
-    return f"{value:+.1f}%"
-
-
-def format_rate(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.0%}"
 
 
 def format_length(length: int | None) -> str:
@@ -62,7 +55,7 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
     pooled = " pooled over suites" if pair.a.summary.pooled else ""
-    rates = f"recall{pooled} {format_rate(pair.a.summary.recall)} → {format_rate(pair.b.summary.recall)}"
+    rates = f"recall{pooled} {share(pair.a.summary.recall)} → {share(pair.b.summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:
@@ -100,7 +93,7 @@ def _details(pair: PairFrame) -> list[str]:
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
         ) / a.memory.max_total_num_tokens
         if slots:
-            details.append(f"KV slots {format_pct(slots * 100)}")
+            details.append(f"KV slots {signed_percent(slots * 100)}")
     test = pair.overall
     if test.excluded_infra:
         details.append(
@@ -131,11 +124,11 @@ def _case_median(case: SpeedChange) -> str:
     """One statistic: the per-case median relative change, with its interval."""
     if case.median_change_pct is None:
         return ""
-    text = format_pct(case.median_change_pct)
+    text = signed_percent(case.median_change_pct)
     if case.ci_low_pct is not None and case.ci_high_pct is not None:
         if case.ci_low_pct == case.ci_high_pct:
             return text + " (the same on every timed case)"
-        text += f" (95% CI {format_pct(case.ci_low_pct)} to {format_pct(case.ci_high_pct)})"
+        text += f" (95% CI {signed_percent(case.ci_low_pct)} to {signed_percent(case.ci_high_pct)})"
     return text
 
 
@@ -162,9 +155,32 @@ def _speed_clause(pair: PairFrame) -> str:
     )
 
 
+def _score_sentence(pair: PairFrame) -> str:
+    """Scored suites: the mean score difference and the Wilcoxon signed-rank test on identical cases."""
+    a, b, test = pair.a.label, pair.b.label, pair.scored_overall
+    if test is None:
+        return ""
+    where = "the scored suites" if len(pair.scored_by_suite) > 1 else next(iter(pair.scored_by_suite), "")
+    if test.lower_at(SIGNIFICANCE) or test.higher_at(SIGNIFICANCE):
+        verb = "scores lower than" if test.lower_at(SIGNIFICANCE) else "scores higher than"
+        head = f"{b} {verb} {a} on {where}"
+    else:
+        head = f"No significant score difference between {b} and {a} on {where}"
+    moved = [
+        suite
+        for suite, t in pair.scored_by_suite.items()
+        if len(pair.scored_by_suite) > 1 and (t.lower_at(SIGNIFICANCE) or t.higher_at(SIGNIFICANCE))
+    ]
+    suites = f" (significant on {', '.join(moved)})" if moved else ""
+    return f"{head}: {score_change_text(test)}{suites}"
+
+
 def pair_conclusion(pair: PairFrame) -> str:
     details = _details(pair)
-    return _recall_sentence(pair) + ("; " + "; ".join(details) if details else "") + "."
+    sentences = [_recall_sentence(pair)] if pair.by_suite or pair.scored_overall is None else []
+    if pair.scored_overall is not None:
+        sentences.append(_score_sentence(pair))
+    return "; ".join(sentences) + ("; " + "; ".join(details) if details else "") + "."
 
 
 def conclusion(frames: CompareFrames) -> str:

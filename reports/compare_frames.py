@@ -2,8 +2,9 @@
 
 One VariantFrame per variant (recall per suite/length/cell with Wilson intervals, effective length,
 throughput medians, time to ready, memory plan), and one PairFrame per variant against the first
-(exact McNemar on identical cases, overall, per suite and per length; recall differences per cell;
-per-case speed changes). Everything is aggregated with pandas from each run's results frame.
+(on identical cases, overall, per suite and per length: exact McNemar for pass/miss suites, the mean
+score difference with the Wilcoxon signed-rank test for scored suites; recall differences per cell, mean
+score differences for scored suites; per-case speed changes). Everything is aggregated with pandas from each run's results frame.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from typing import Any
 import pandas as pd
 
 from recall_eval.frame import frame_of, headline_frame
-from recall_eval.stats import PairedTest, matched, median_change_ci, paired_test, percentile, sign_test
+from recall_eval.stats import (
+    PairedTest,
+    ScoredPairedTest,
+    matched,
+    median_change_ci,
+    paired_test,
+    percentile,
+    scored_paired_test,
+    sign_test,
+)
 from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import Result, Run
 from reports import aggregates
@@ -198,26 +208,35 @@ def _pct_change(base: float | None, new: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class DiffGrid:
-    """Recall B - A per cell of one suite; None where either side has no answered case there."""
+    """Recall B - A per cell of one suite (mean score B - A for a scored suite); None where either side
+    has no answered case there."""
 
     suite: str
     lengths: tuple[int, ...]
     depths: tuple[float, ...]
     values: tuple[tuple[float | None, ...], ...]  # values[depth index][length index]
+    scored: bool = False  # the values are differences of mean scores, not of recall
 
 
 def diff_grid(a: aggregates.SuiteGrid, b: aggregates.SuiteGrid) -> DiffGrid:
     if (a.lengths, a.depths) != (b.lengths, b.depths):
         raise ValueError(f"suite {a.suite}: the two grids differ in lengths or depths")
+    cells = [cell for grid in (a, b) for row in grid.cells for cell in row if cell is not None]
+    scored = any(cell.score is not None for cell in cells)
+
+    def value(cell: aggregates.CellFrame | None) -> float | None:
+        if cell is None:
+            return None
+        return cell.score if scored else cell.recall
+
     rows = []
     for row_a, row_b in zip(a.cells, b.cells, strict=True):
         row = []
         for cell_a, cell_b in zip(row_a, row_b, strict=True):
-            rate_a = cell_a.recall if cell_a is not None else None
-            rate_b = cell_b.recall if cell_b is not None else None
-            row.append(None if rate_a is None or rate_b is None else rate_b - rate_a)
+            value_a, value_b = value(cell_a), value(cell_b)
+            row.append(None if value_a is None or value_b is None else value_b - value_a)
         rows.append(tuple(row))
-    return DiffGrid(suite=a.suite, lengths=a.lengths, depths=a.depths, values=tuple(rows))
+    return DiffGrid(suite=a.suite, lengths=a.lengths, depths=a.depths, values=tuple(rows), scored=scored)
 
 
 @dataclass(frozen=True)
@@ -226,10 +245,15 @@ class PairFrame:
 
     a: VariantFrame
     b: VariantFrame
-    overall: PairedTest
-    by_suite: dict[str, PairedTest]
-    by_length: dict[int, PairedTest]
-    diff_grids: dict[str, DiffGrid]  # per suite: recall B - A per cell
+    overall: PairedTest  # exact McNemar over the cases of pass/miss suites
+    by_suite: dict[str, PairedTest]  # pass/miss suites only
+    by_length: dict[int, PairedTest]  # lengths with a pass/miss case
+    diff_grids: dict[str, DiffGrid]  # per suite: recall B - A per cell (mean score B - A for a scored suite)
+    # scored suites: mean score difference and Wilcoxon signed-rank, over every scored case (None when
+    # no suite is scored), per scored suite, and per length with a scored case
+    scored_overall: ScoredPairedTest | None = None
+    scored_by_suite: dict[str, ScoredPairedTest] = field(default_factory=dict)
+    scored_by_length: dict[int, ScoredPairedTest] = field(default_factory=dict)
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
     speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
@@ -243,12 +267,18 @@ class PairFrame:
 
 
 def _tests_by(
-    a: pd.DataFrame, b: pd.DataFrame, column: str, order: list[Any] | None = None
-) -> dict[Any, PairedTest]:
+    a: pd.DataFrame, b: pd.DataFrame, column: str, order: list[Any] | None = None, test: Any = paired_test
+) -> dict[Any, Any]:
     """Paired tests per value of column, in the given order (else sorted), for values present in a or b."""
     present = set(a[column]) | set(b[column])
     keys = [key for key in order if key in present] if order is not None else sorted(present)
-    return {_plain(key): paired_test(a[a[column] == key], b[b[column] == key]) for key in keys}
+    return {_plain(key): test(a[a[column] == key], b[b[column] == key]) for key in keys}
+
+
+def _split(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(pass/miss suites' rows, scored suites' rows): a metric grades the scored ones."""
+    scored = frame["metric"].notna()
+    return frame[~scored], frame[scored]
 
 
 def _plain(value: Any) -> Any:
@@ -261,12 +291,17 @@ def pair_frame(
     """B against A; interleaved (compare.json's word: these two runs' requests took turns with each
     other) allows a paired speed test. Both run.json files saying interleaved is not enough: each may
     have been interleaved with some other run."""
+    (plain_a, scored_a), (plain_b, scored_b) = _split(a_run.frame), _split(b_run.frame)
+    any_scored = len(scored_a) > 0 or len(scored_b) > 0
     return PairFrame(
         a=a,
         b=b,
-        overall=paired_test(a_run.frame, b_run.frame),
-        by_suite=_tests_by(a_run.frame, b_run.frame, "suite", list(a.grids)),
-        by_length=_tests_by(a_run.frame, b_run.frame, "target_tokens"),
+        overall=paired_test(plain_a, plain_b),
+        by_suite=_tests_by(plain_a, plain_b, "suite", list(a.grids)),
+        by_length=_tests_by(plain_a, plain_b, "target_tokens"),
+        scored_overall=scored_paired_test(scored_a, scored_b) if any_scored else None,
+        scored_by_suite=_tests_by(scored_a, scored_b, "suite", list(a.grids), scored_paired_test),
+        scored_by_length=_tests_by(scored_a, scored_b, "target_tokens", None, scored_paired_test),
         diff_grids={suite: diff_grid(a.grids[suite], b.grids[suite]) for suite in a.grids},
         throughput_change={
             name: _pct_change(getattr(a.throughput, name), getattr(b.throughput, name))

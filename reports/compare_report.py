@@ -20,15 +20,14 @@ from recall_eval.compare_store import (
     CompareManifest,
     read_manifest,
     run_dir_of,
-    write_atomically,
     write_compare_file,
 )
-from recall_eval.formatting import format_p
-from recall_eval.stats import PairedTest
-from recall_eval.store import load_run
+from recall_eval.formatting import format_p, score_points, signed_percent
+from recall_eval.stats import PairedTest, ScoredPairedTest
+from recall_eval.store import load_run, write_atomically
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_conclusion import conclusion, format_pct, reused_age
+from reports.compare_conclusion import conclusion, reused_age
 from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
@@ -50,6 +49,7 @@ class DiffImage:
     a_label: str
     file_name: str  # written next to compare.html
     png: bytes
+    scored: bool = False  # differences of mean scores (a scored suite), not of recall
 
     @property
     def data_uri(self) -> str:
@@ -74,9 +74,11 @@ def suite_panels(data: CompareFrames) -> list[SuitePanel]:
         ]
         diffs = []
         for index, pair in enumerate(data.pairs, start=1):
-            title = f"{suite}: recall {pair.b.label} − {pair.a.label}"
+            what = "mean score" if pair.diff_grids[suite].scored else "recall"
+            title = f"{suite}: {what} {pair.b.label} − {pair.a.label}"
             png = diff_heatmap_png(pair.diff_grids[suite], pair.a.grids[suite], pair.b.grids[suite], title)
-            diffs.append(DiffImage(pair.b.label, pair.a.label, f"diff-{_slug(suite)}-{index}.png", png))
+            name = f"diff-{_slug(suite)}-{index}.png"
+            diffs.append(DiffImage(pair.b.label, pair.a.label, name, png, pair.diff_grids[suite].scored))
         panels.append(SuitePanel(suite=suite, heatmaps=heatmaps, diffs=diffs))
     return panels
 
@@ -88,6 +90,23 @@ def _test_dict(test: PairedTest) -> dict[str, Any]:
         "both_fail": test.both_fail,
         "miss_to_pass": test.gained,
         "pass_to_miss": test.lost,
+        "excluded_infra": test.excluded_infra,
+        "unpaired": test.unpaired,
+        "p_value": test.p_value,
+    }
+
+
+def scored_test_dict(test: ScoredPairedTest) -> dict[str, Any]:
+    """A scored suite's paired comparison as compare.json stores it."""
+    return {
+        "paired": test.paired,
+        "mean_score_a": test.mean_a,
+        "mean_score_b": test.mean_b,
+        "mean_diff": test.mean_diff,
+        "mean_diff_ci95": _interval(test.ci_low, test.ci_high),
+        "higher": test.higher,
+        "lower": test.lower,
+        "wilcoxon_n": test.changed,
         "excluded_infra": test.excluded_infra,
         "unpaired": test.unpaired,
         "p_value": test.p_value,
@@ -139,6 +158,14 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "overall": _test_dict(pair.overall),
             "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
             "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
+            # scored suites: mean score difference with its t interval, Wilcoxon signed-rank
+            "scored": None
+            if pair.scored_overall is None
+            else {
+                "overall": scored_test_dict(pair.scored_overall),
+                "by_suite": {suite: scored_test_dict(t) for suite, t in pair.scored_by_suite.items()},
+                "by_length": {str(n): scored_test_dict(t) for n, t in pair.scored_by_length.items()},
+            },
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
             "minutes_apart": pair.minutes_apart,
@@ -156,7 +183,7 @@ def _interval(low: float | None, high: float | None) -> list[float] | None:
 def _pct_change(base: float | int | None, new: float | int | None) -> str:
     if base is None or new is None or base == 0:
         return "–"
-    return format_pct((new - base) / base * 100)
+    return signed_percent((new - base) / base * 100)
 
 
 def render_html(
@@ -168,7 +195,7 @@ def render_html(
     tasks: list[tuple[str, TaskTable]] | None = None,
 ) -> str:
     env = environment()
-    env.filters.update(p_value=format_p, pct=format_pct)
+    env.filters.update(p_value=format_p, pct=signed_percent, points=score_points)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
     run_links = {

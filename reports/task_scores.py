@@ -3,7 +3,8 @@
 RULER reports each task's score at each length as 100 x the mean per-sample score, and a model's
 effective length as the longest length whose score stays at or above 85.6 (Llama-2-7B's mean at 4K);
 this project's own threshold (recall_eval.stats.EFFECTIVE_RECALL) is shown beside it. MRCR-style
-tasks carry their random-guess floor (the mean of param_floor), shown beside their score. Every figure
+tasks carry their random-guess floor (the mean of param_floor), shown beside their score, and every
+task the answer budget (max_tokens) its cases were sent with (RULER's differs by task). Every figure
 comes from recall_eval.stats.score_table over the results frame; pass/miss suites are not in here.
 """
 
@@ -28,6 +29,7 @@ class TaskRow:
     ruler_effective_length: int | None  # longest length holding >= RULER_THRESHOLD (and all shorter)
     effective_length: int | None  # the same at this project's EFFECTIVE_RECALL
     floor: float | None  # random-guess floor (MRCR-style tasks), else None
+    max_tokens: tuple[int, ...] = ()  # the answer budgets its cases were sent with (one, unless mixed)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ def task_table(frame: pd.DataFrame, planned: tuple[str, ...] = ()) -> TaskTable 
                 ruler_effective_length=effective_length(series, RULER_THRESHOLD),
                 effective_length=effective_length(series, EFFECTIVE_RECALL),
                 floor=float(floors.mean()) if len(floors) else None,
+                max_tokens=tuple(sorted({int(n) for n in mine["max_tokens"].dropna()})),
             )
         )
     return TaskTable(lengths=lengths, rows=tuple(rows))

@@ -100,28 +100,15 @@ def parse_suite_names(spec: str, option: str = "--suite") -> tuple[str, ...]:
     return tuple(names)
 
 
-# RULER's answer budgets (tokens_to_generate in its scripts/data/synthetic/constants.py), by task kind
-RULER_BUDGETS = {"niah": 128, "vt": 30, "cwe": 120, "fwe": 50, "qa": 32}
-MRCR_BUDGET = 64  # an MRCR-style answer: the 10-character prefix and about 25 words
-
-
-def answer_budget(names: Sequence[str]) -> int | None:
-    """The answer budget the suites call for when --max-tokens is not given (the largest of RULER's
-    budgets for its tasks, MRCR_BUDGET for mrcr), or None for suites without one (needle, config, ...)."""
-    budgets = []
+def has_case_budgets(names: Sequence[str]) -> bool:
+    """Whether any of these suites' cases carry their own answer budget (Case.max_tokens: RULER's tasks,
+    mrcr, a RULER prepared file, a generic file's row that names one); such a run without --max-tokens
+    sends each case with its own budget."""
     for name in names:
-        base = name.removesuffix(no_context.SUFFIX)
-        if jsonl_files.is_file_suite(base) and not base.startswith(jsonl_files.RULER_PREFIX):
-            continue
-        task = base.removeprefix(jsonl_files.RULER_PREFIX)
-        if jsonl_files.is_file_suite(base):  # ruler-jsonl:PATH: the task its rows name
-            task = str(jsonl_files.file_recipes(base)[0].task)
-        if task.startswith(mrcr.FAMILY):
-            budgets.append(MRCR_BUDGET)
-        kind = next((kind for kind in RULER_BUDGETS if task.startswith(kind)), None)
-        if kind is not None:
-            budgets.append(RULER_BUDGETS[kind])
-    return max(budgets) if budgets else None
+        recipes = build_recipes(name, (4096,), (50.0,), 1, 0)
+        if any(recipe.render(0).max_tokens is not None for recipe in recipes):
+            return True
+    return False
 
 
 def _has_baseline(name: str) -> bool:

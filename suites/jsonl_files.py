@@ -9,7 +9,9 @@ are scored with string_match_part, every other task with string_match_all (RULER
 
 `jsonl:PATH` reads any file of rows with `prompt` (a string) or `messages` (a chat), `expected` (a
 string or a list) and optionally `metric` (string_match_all by default; see recall_eval.metrics),
-`task` (default: the file name) and `length` (the file's own length figure).
+`task` (default: the file name), `length` (the file's own length figure) and `max_tokens` (the row's
+answer budget). A RULER file's rows get RULER's budget for their task (niah 128, vt 30, cwe 120, fwe 50,
+qa 32); without --max-tokens each row is sent with its own.
 
 Rows are never resized: their lengths are measured by the server's tokenizer (prompt_tokens) and shown
 beside the file's figure (target_tokens, param_file_length). A row's depth is where its first reference
@@ -27,6 +29,7 @@ from typing import Any
 from recall_eval.errors import BadInput
 from recall_eval.metrics import check_metric
 from recall_eval.types import Case, ChatMessage
+from suites.ruler_base import ruler_budget
 from suites.seeding import stable_id
 
 VERSION = 1
@@ -56,6 +59,7 @@ class FileRowRecipe:
     metric: str
     file_length: int | None
     source: str
+    max_tokens: int | None = None  # the row's answer budget (RULER's for its task; a generic row's own)
     extra: tuple[tuple[str, Any], ...] = ()
     seed: int = 0
     trial: int = 0
@@ -89,6 +93,7 @@ class FileRowRecipe:
             trial=self.row,
             seed=self.seed,
             metric=self.metric,
+            max_tokens=self.max_tokens,
             params={
                 "version": VERSION,
                 "task": self.task,
@@ -163,6 +168,7 @@ def ruler_file_recipes(spec: str) -> list[FileRowRecipe]:
                 metric=ruler_metric(task),
                 file_length=int(length) if isinstance(length, int) else None,
                 source="ruler",
+                max_tokens=ruler_budget(task),
                 extra=(("ruler_index", row.get("index")),),
             )
         )
@@ -191,6 +197,9 @@ def generic_file_recipes(spec: str) -> list[FileRowRecipe]:
         except ValueError as err:
             raise BadInput(f"{where}: {err}") from None
         length = row.get("length")
+        budget = row.get("max_tokens")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise BadInput(f"{where}: `max_tokens` must be a whole number of tokens, at least 1")
         recipes.append(
             FileRowRecipe(
                 suite=GENERIC_PREFIX + str(row.get("task") or path.stem),
@@ -201,6 +210,7 @@ def generic_file_recipes(spec: str) -> list[FileRowRecipe]:
                 metric=metric,
                 file_length=int(length) if isinstance(length, int) else None,
                 source="jsonl",
+                max_tokens=budget,
                 extra=(("prefix", row["prefix"]),) if isinstance(row.get("prefix"), str) else (),
             )
         )

@@ -34,7 +34,8 @@ VERSION = 1
 NEEDLE_COUNTS = (2, 4, 8)
 FORMS = ("short poem", "short story", "riddle", "letter", "song", "diary entry", "speech", "limerick")
 WORDS_PER_EXCHANGE = 45
-ANSWER_SENTENCES = 2  # each answer is two filler sentences (about 25 words): set --max-tokens 64 or more
+ANSWER_SENTENCES = 2  # each answer is two filler sentences (about 25 words)
+ANSWER_BUDGET = 64  # tokens: the 10-character prefix and about 25 words (Case.max_tokens)
 PREFIX_CHARS = 10
 ORDINALS = ("1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th")
 QUESTION = (
@@ -126,6 +127,7 @@ class MrcrRecipe:
             trial=self.trial,
             seed=self.seed,
             metric="mrcr",
+            max_tokens=ANSWER_BUDGET,
             params={
                 "version": VERSION,
                 "family": FAMILY,

@@ -30,6 +30,16 @@ VERSION = 1  # bump with any change to what a RULER task renders
 FAMILY = "ruler"
 FILLER_SUFFIX = "~filler"  # the task's essay haystack is replaced by this project's filler prose
 CHAT_OVERHEAD_TOKENS = 12
+# RULER's answer budgets (tokens_to_generate in its scripts/data/synthetic/constants.py), by task kind;
+# each task class carries its own as TOKENS_TO_GENERATE, prepared files take theirs from here
+RULER_BUDGETS = {"niah": 128, "vt": 30, "cwe": 120, "fwe": 50, "qa": 32}
+
+
+def ruler_budget(task: str) -> int | None:
+    """RULER's answer budget for a task name (niah_single_1, vt, qa_2, ...); None for another name."""
+    kind = next((kind for kind in RULER_BUDGETS if task.startswith(kind)), None)
+    return RULER_BUDGETS[kind] if kind is not None else None
+
 
 # RULER's noise haystack is one fixed line of plain statements repeated; this is our own line.
 NOISE_LINE = "The river is wide. The hill is quiet. The road goes on. Here it comes. Over and back once more."
@@ -81,7 +91,9 @@ def positions(fractions: list[float], units: int) -> list[int]:
 class RulerRecipe:
     """Base of the RULER task recipes (recall_eval.types.CaseRecipe). A subclass renders its prompt."""
 
-    TOKENS_TO_GENERATE: ClassVar[int]  # RULER's answer budget for the task (shown; --max-tokens rules)
+    TOKENS_TO_GENERATE: ClassVar[
+        int
+    ]  # RULER's answer budget for the task (Case.max_tokens; --max-tokens rules)
     WORDS_PER_UNIT: ClassVar[int] = 1
 
     suite: str  # the task's name, e.g. niah_single_1, niah_single_2~filler, vt
@@ -134,6 +146,7 @@ class RulerRecipe:
             trial=self.trial,
             seed=self.seed,
             metric="string_match_all",
+            max_tokens=self.TOKENS_TO_GENERATE,
             params={
                 "version": VERSION,
                 "pool": self.pool,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from recall_eval.api.execute import planned_cases
 from recall_eval.api.gating import gate_compare, recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
@@ -90,6 +91,7 @@ def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_bud
     update: dict[str, Any] = {"variant": label, **knobs}
     if thinking_budget:  # no --max-tokens and some variant thinks: one budget for all, big enough
         update["max_tokens"] = THINKING_MAX_TOKENS
+        update["case_budgets"] = False
     return spec.model_copy(update=update)
 
 
@@ -209,6 +211,7 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
         profile=planned.profile,
         versions=run_versions(planned.spec),
         created_at=time.time(),
+        cases_planned=planned_cases(planned.spec),
         scoring=planned.scoring,
     )
     store = RunStore.create(run, runs_home())

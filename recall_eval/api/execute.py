@@ -11,8 +11,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 import suites
 from recall_eval import adaptations as adapted
 from recall_eval import event_loop
@@ -32,7 +30,7 @@ from recall_eval.calibration import (
 from recall_eval.chat_client import ChatClient
 from recall_eval.connect import connect
 from recall_eval.errors import UserError
-from recall_eval.http_client import make_http_client
+from recall_eval.http_client import RunClient, make_http_client
 from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
@@ -79,6 +77,12 @@ def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
     ]
 
 
+def planned_cases(spec: RunSpec) -> int:
+    """The cases a spec asks for: its recipes, counted (a file suite has as many as its rows, whatever
+    the grid); run.json's cases_planned."""
+    return len(build_recipes(spec))
+
+
 async def run_sweep(
     store: RunStore,
     target: Target,
@@ -108,7 +112,7 @@ async def prepared_sweep(
     store: RunStore,
     target: Target,
     hooks: Hooks,
-    http: httpx.AsyncClient,
+    http: RunClient,
     retry: frozenset[str] = frozenset(),
     interleaved: bool = False,
 ) -> AsyncIterator[PreparedSweep]:
@@ -167,6 +171,7 @@ async def prepared_sweep(
                 "length_measure": tokenizer.name,
                 "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
                 "interleaved": interleaved,
+                "cases_planned": len(recipes),
             }
         )
     )
@@ -225,6 +230,7 @@ async def prepared_sweep(
         settings = RunnerSettings(
             variant=spec.variant,
             max_tokens=spec.max_tokens,
+            case_budgets=spec.case_budgets,
             concurrency=spec.concurrency,
             context_limit=limit,
             retry=retry,

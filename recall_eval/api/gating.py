@@ -1,9 +1,11 @@
 """The CI gates: --fail-under of a sweep or resume, and of a compare on every variant, and a compare's
 --fail-on-regression against the first variant.
 
-The regression test is the compare report's own: the exact McNemar test on paired cases
-(recall_eval.stats.paired_test, per suite as the report's table shows it) at the one alpha
-(recall_eval.stats.SIGNIFICANCE), so the gate fails exactly where the report says "loses recall".
+The regression tests are the compare report's own, per suite as the report's tables show them, at the
+one alpha (recall_eval.stats.SIGNIFICANCE): the exact McNemar test on paired cases of pass/miss suites
+(recall_eval.stats.paired_test), so the gate fails exactly where the report says "loses recall", and
+for scored suites the Wilcoxon signed-rank test on the per-case score differences
+(recall_eval.stats.scored_paired_test), failing where the report says "scores lower".
 The wording and exit codes live in recall_eval.exit_codes.
 """
 
@@ -14,8 +16,15 @@ from collections.abc import Sequence
 import pandas as pd
 
 from recall_eval.api.records import RunRecord
-from recall_eval.exit_codes import RecallGate, Regression, Verdict, compare_verdict, parse_fail_under
-from recall_eval.stats import recall_table
+from recall_eval.exit_codes import (
+    RecallGate,
+    Regression,
+    ScoreRegression,
+    Verdict,
+    compare_verdict,
+    parse_fail_under,
+)
+from recall_eval.stats import SIGNIFICANCE, ScoredPairedTest, paired_test, recall_table, scored_paired_test
 
 OVERALL = "overall"
 
@@ -32,21 +41,48 @@ def _recall(frame: pd.DataFrame) -> float:
     return float(recall_table(frame)["recall"].iloc[0])
 
 
-def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regression]:
-    """Each later variant against the first: per suite (and overall, when there are several suites),
-    where the paired test says it loses recall (p below the report's alpha, more pass->miss flips)."""
-    from reports.compare_conclusion import SIGNIFICANCE
-    from reports.compare_frames import paired_test
+def _scopes(frame: pd.DataFrame, planned: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(pass/miss suites, scored suites) of a results frame, in the planned order, then any others (a
+    file suite's rows name their own tasks); a suite is scored when a metric grades its cases."""
+    found = list(dict.fromkeys(frame["suite"]))
+    ordered = list(dict.fromkeys([*(s for s in planned if s in found), *found]))
+    scored = set(frame.loc[frame["metric"].notna(), "suite"])
+    return [s for s in ordered if s not in scored], [s for s in ordered if s in scored]
 
+
+def _scope(frame: pd.DataFrame, suites: Sequence[str]) -> pd.DataFrame:
+    return frame[frame["suite"].isin(list(suites))]
+
+
+def scored_comparisons(
+    labels: Sequence[str], runs: Sequence[RunRecord]
+) -> list[tuple[str, str, ScoredPairedTest]]:
+    """(variant, scope, test) for each later variant against the first on the scored suites: each scored
+    suite, then "overall" (every scored case) when there are several; what the compare report's scored
+    table shows, for the console and the regression gate."""
     baseline = runs[0].frame
-    suites = list(runs[0].run.spec.suites)
-    scopes = [*suites, OVERALL] if len(suites) > 1 else suites
-    found = []
+    _, scored = _scopes(baseline, runs[0].run.spec.suites)
+    scopes = [(suite, [suite]) for suite in scored] + ([(OVERALL, scored)] if len(scored) > 1 else [])
+    return [
+        (label, scope, scored_paired_test(_scope(baseline, suites), _scope(run.frame, suites)))
+        for label, run in zip(labels[1:], runs[1:], strict=True)
+        for scope, suites in scopes
+    ]
+
+
+def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regression | ScoreRegression]:
+    """Each later variant against the first: per suite (and overall, when there are several suites of a
+    kind), where the paired test says it loses: for pass/miss suites exact McNemar (p below the
+    report's alpha, more pass->miss flips), for scored suites the Wilcoxon signed-rank test on the
+    score differences (p below the alpha, mean difference below 0)."""
+    baseline = runs[0].frame
+    plain, _ = _scopes(baseline, runs[0].run.spec.suites)
+    scopes = [(suite, [suite]) for suite in plain] + ([(OVERALL, plain)] if len(plain) > 1 else [])
+    found: list[Regression | ScoreRegression] = []
     for label, run in zip(labels[1:], runs[1:], strict=True):
         frame = run.frame
-        for scope in scopes:
-            a = baseline if scope == OVERALL else baseline[baseline["suite"] == scope]
-            b = frame if scope == OVERALL else frame[frame["suite"] == scope]
+        for scope, suites in scopes:
+            a, b = _scope(baseline, suites), _scope(frame, suites)
             test = paired_test(a, b)
             if test.p_value < SIGNIFICANCE and test.lost > test.gained:
                 found.append(
@@ -62,6 +98,11 @@ def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regres
                         alpha=SIGNIFICANCE,
                     )
                 )
+    found += [
+        ScoreRegression(variant=label, baseline=labels[0], suite=scope, test=test, alpha=SIGNIFICANCE)
+        for label, scope, test in scored_comparisons(labels, runs)
+        if test.lower_at(SIGNIFICANCE)
+    ]
     return found
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from recall_eval.errors import BadInput
 from recall_eval.exit_codes import RecallGate  # light: it imports pandas and scipy only when judging
 from recall_eval.types import RunSpec
 
@@ -47,6 +48,8 @@ class Declared:
     cli: Any = str  # its type on the command line (str, int, float, Path, bool, list[str])
     metavar: str | None = None
     default_text: str | None = None  # the default as --help shows it, when not str(default)
+    minimum: float | None = None  # a given value below it is bad input
+    above: float | None = None  # a given value must be above it
 
     @property
     def name(self) -> str:
@@ -62,10 +65,13 @@ def option(
     cli: Any = str,
     metavar: str | None = None,
     default_text: str | None = None,
+    minimum: float | None = None,
+    above: float | None = None,
 ) -> Any:
     """A declared option: unset (None) until given, `default` when resolved. An on/off option
-    (cli=bool) holds its default from the start (False or True), as a flag does."""
-    declared = Declared(flag, help, default, cli, metavar, default_text)
+    (cli=bool) holds its default from the start (False or True), as a flag does. `minimum` / `above`:
+    the range check_ranges() enforces."""
+    declared = Declared(flag, help, default, cli, metavar, default_text, minimum, above)
     start = default if cli is bool else None
     return field(default=start, metadata={"option": declared})
 
@@ -93,6 +99,19 @@ def given(options: object) -> list[str]:
             continue
         names.append(item.name)
     return names
+
+
+def check_ranges(options: object) -> None:
+    """BadInput for a given value outside its declared range (before anything starts)."""
+    for item in dataclasses.fields(options):  # type: ignore[arg-type]
+        found: Declared | None = item.metadata.get("option")
+        value = getattr(options, item.name)
+        if found is None or not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if found.minimum is not None and value < found.minimum:
+            raise BadInput(f"{found.name} {value:g}: must be at least {found.minimum:g}")
+        if found.above is not None and value <= found.above:
+            raise BadInput(f"{found.name} {value:g}: must be above {found.above:g}")
 
 
 def defaults(options: type[_Options]) -> _Options:
@@ -195,13 +214,22 @@ class GridOptions:
         "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"
     )
     trials: int | None = option(
-        "--trials", "independent needles per (length, depth) cell", cli=int, default=_spec_default("trials")
+        "--trials",
+        "independent needles per (length, depth) cell",
+        cli=int,
+        default=_spec_default("trials"),
+        minimum=1,
     )
     seed: int | None = option(
         "--seed", "seed of every generated case", cli=int, default=_spec_default("seed")
     )
     max_tokens: int | None = option(
-        "--max-tokens", "answer budget in tokens", cli=int, default=_spec_default("max_tokens")
+        "--max-tokens",
+        "answer budget in tokens, for every case (not given: RULER's tasks and mrcr send each case with its "
+        "task's own budget)",
+        cli=int,
+        default=_spec_default("max_tokens"),
+        minimum=1,
     )
 
 
@@ -220,6 +248,7 @@ class RequestOptions:
         "requests in flight at once, per endpoint",
         cli=int,
         default=_spec_default("concurrency"),
+        minimum=1,
     )
     request_timeout_s: float | None = option(
         "--request-timeout",
@@ -227,6 +256,15 @@ class RequestOptions:
         cli=float,
         default=_spec_default("request_timeout_s"),
         default_text=f"{_spec_default('request_timeout_s'):g}",
+        above=0,
+    )
+    retries: int | None = option(
+        "--retries",
+        "times a case's request is retried after a transient failure (429, 502, 503, 504, a dropped "
+        "connection), with backoff, jitter and Retry-After honoured",
+        cli=int,
+        default=_spec_default("retries"),
+        minimum=0,
     )
     api_key: str | None = option(
         "--api-key",
@@ -264,6 +302,16 @@ class RequestOptions:
     insecure: bool = option(
         "--insecure", "do not check the server's TLS certificate (a warning line says so)", cli=bool, default=False
     )
+
+
+# How requests are sent, stored in the RunSpec under the same names (a resume may change them); the
+# request knobs are stored too, parsed first (recall_eval.api.sweeping.request_knobs).
+KNOBS = ("reasoning_effort", "chat_template_kwargs", "extra_body")
+SENDING = tuple(
+    item.name
+    for item in dataclasses.fields(RequestOptions)
+    if item.name in RunSpec.model_fields and item.name not in KNOBS
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -368,7 +416,8 @@ class CompareOptions:
     fail_on_regression: bool = option(
         "--fail-on-regression",
         "exit 4 when a variant's recall is significantly lower than the first variant's on the same cases "
-        "(the report's exact McNemar test, p < 0.05), per suite. Put the baseline first",
+        "(the report's exact McNemar test, p < 0.05), per suite; for a scored suite (RULER, mrcr, files) "
+        "its scores (Wilcoxon signed-rank on the per-case differences, p < 0.05). Put the baseline first",
         cli=bool,
         default=False,
     )

@@ -11,7 +11,7 @@ import pandas as pd
 
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of, headline_frame
+from recall_eval.frame import frame_of, headline_frame, planned_cases
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -61,10 +61,10 @@ class RunRecord:
         return self.run.profile
 
     @property
-    def cases_total(self) -> int:
-        """Cases in the run's grid (suites x lengths x depths x trials)."""
-        spec = self.run.spec
-        return len(spec.suites) * len(spec.lengths) * len(spec.depths) * spec.trials
+    def cases_total(self) -> int | None:
+        """Cases the run's spec asks for (recall_eval.frame.planned_cases: counted from its suites'
+        cases, a file suite's rows included); None for an older run of a file suite."""
+        return planned_cases(self.run)
 
     @property
     def cases_done(self) -> int:

@@ -26,11 +26,25 @@ def paired_lines(pairs: list[dict]) -> list[str]:
     lines = []
     for pair in pairs:
         test = pair["overall"]
+        if test["paired"] == 0 and pair.get("scored"):  # only scored suites: scored_lines says it
+            continue
         lines.append(
             f"{pair['b']} vs {pair['a']}: {test['miss_to_pass']} flipped miss→pass, {test['pass_to_miss']} "
             f"pass→miss of {test['paired']:,} paired cases, exact McNemar {format_p(test['p_value'])}"
         )
     return lines
+
+
+def scored_lines(record: api.CompareRecord) -> list[str]:
+    """Scored suites: one line per variant against the first and scope, the mean score difference and
+    the Wilcoxon signed-rank test (the compare report's scored table)."""
+    from recall_eval.api.gating import scored_comparisons
+    from recall_eval.formatting import score_change_text
+
+    return [
+        f"{label} vs {record.labels[0]}, {scope}: {score_change_text(test)}"
+        for label, scope, test in scored_comparisons(record.labels, record.runs)
+    ]
 
 
 @app.command()
@@ -51,7 +65,8 @@ def compare(
         bool, typer.Option("--open", help="Open the compare report in the browser.")
     ] = False,
 ) -> None:
-    """Compare server variants on identical cases: paired recall test, difference heatmaps, throughput.
+    """Compare server variants on identical cases: paired recall test (scored suites: score differences,
+    Wilcoxon signed-rank), difference heatmaps, throughput.
 
     The same seed gives every variant the same cases. A finished run with the same cases and target is
     reused (--rerun runs it again), an interrupted one is resumed.
@@ -79,6 +94,8 @@ def compare(
         raise UserError(f"variant {stop.label!r}: {stop}", stop.exit_code) from stop
     say(f"compare directory: {record.path}")
     for line in paired_lines(record.pairs):
+        say(line)
+    for line in scored_lines(record):
         say(line)
     print(record.report)
     if open_report:

@@ -19,8 +19,7 @@ from recall_eval.store import runs_home
 from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
-    from launchers.server_records import Leftover
-    from recall_eval.api.reading import CompareEntry
+    from recall_eval.api.reading import CompareEntry, Leftover
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
@@ -106,7 +105,7 @@ def _run_row(record: api.RunRecord) -> list[str]:
         str(topk) if topk is not None else "unknown",
         ",".join(record.run.spec.suites),
         _lengths_text(record.run.spec.lengths),
-        f"{record.cases_done}/{record.cases_total}",
+        f"{record.cases_done}/{record.cases_total if record.cases_total is not None else '?'}",
         (
             f"{percent(record.recall)}{' pooled' if len(record.run.spec.suites) > 1 else ''} ({passes}/{answered})"
         )

@@ -2,6 +2,7 @@
 
 ANSWERS_JSON maps a needle string to the answer to give: a chat request whose last user message
 contains the needle gets that answer (streamed in pieces of 4 characters), any other gets "no idea".
+An answer's `{max_tokens}` is replaced by the request's max_tokens (to check the budget each case is sent with).
 Used to check that scores computed here equal a published metric's for the same predictions.
 /v1/tokenize counts whitespace-separated words, so lengths are measured without a model.
 """
@@ -41,6 +42,7 @@ async def chat(request: Request) -> StreamingResponse:
     body = await request.json()
     last = body["messages"][-1]["content"]
     answer = next((text for needle, text in ANSWERS.items() if needle in last), "no idea")
+    answer = answer.replace("{max_tokens}", str(body.get("max_tokens")))
     pieces = [answer[i : i + 4] for i in range(0, len(answer), 4)]
 
     async def stream():

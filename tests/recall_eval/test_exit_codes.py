@@ -174,3 +174,24 @@ def test_scored_suites_are_gated_on_their_mean_score():
     # mixed: overall is the pass/miss suites' recall (needle 2/2), not pulled down by the scored suite
     mixed = verdict(vt + results("needle", 2, 0), RecallGate(overall=0.9))
     assert mixed.exit_code == EXIT_OK
+
+
+def test_scored_suites_regress_on_their_scores_and_pass_miss_ones_on_mcnemar():
+    # needle unchanged; vt: every score 1.0 -> 0.5 (all 8 pass -> "miss", but graded by score, not flips);
+    # cwe: 8 cases 0.5 -> 1.0 (a gain). Wilcoxon on 8 equal-sign differences: p = 2 / 2**8.
+    base = record(results("needle", 12, 0), _scored("vt", [1.0] * 8), _scored("cwe", [0.5] * 8))
+    changed = record(results("needle", 12, 0), _scored("vt", [0.5] * 8), _scored("cwe", [1.0] * 8))
+    found = regressions(["A", "B"], [base, changed])
+    assert [(type(r).__name__, r.suite) for r in found] == [("ScoreRegression", "vt")]
+    (drop,) = found
+    assert (drop.test.paired, drop.test.lower, drop.test.changed) == (8, 8, 8)
+    assert drop.test.p_value == pytest.approx(2 / 2**8) and drop.test.mean_diff == pytest.approx(-0.5)
+    assert drop.line() == (
+        "variant B, vt: mean score 100.0 → 50.0 (-50.0), 0 higher / 8 lower of 8 paired cases, "
+        "Wilcoxon signed-rank p = 0.0078 (n = 8) against A, p < 0.05 (--fail-on-regression)"
+    )
+    # both scored suites dropping: each, and the scored cases together ("overall"); no McNemar line
+    worse = record(results("needle", 12, 0), _scored("vt", [0.5] * 8), _scored("cwe", [0.0] * 8))
+    assert [r.suite for r in regressions(["A", "C"], [base, worse])] == ["vt", "cwe", "overall"]
+    gated = gate_compare(["A", "B"], [base, changed], fail_on_regression=True)
+    assert gated.exit_code == EXIT_BELOW_GATE and gated.lines == (drop.line(),)

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import binomtest, bootstrap
 
 from recall_eval import stats
-from recall_eval.types import Outcome
+from recall_eval.types import Outcome, Result
 from reports.aggregates import as_frame
 from reports.compare_frames import compare_frames, speed_changes
 from tests.reports.compare_builders import paired_results, result, variant
@@ -163,3 +163,56 @@ def test_sequential_runs_get_an_interval_over_cases_and_no_p_value() -> None:
     ci = want.confidence_interval
     assert (decode.ci_low_pct, decode.ci_high_pct) == pytest.approx((ci.low, ci.high))
     assert decode.ci_low_pct <= decode.median_change_pct <= decode.ci_high_pct
+
+
+def _scored(case_id: str, outcome: Outcome, score: float | None, suite: str = "vt") -> Result:
+    base = result(case_id, outcome, 4096, suite=suite)
+    return base.model_copy(update={"score": score, "params": {"metric": "string_match_all", "task": suite}})
+
+
+def test_scored_pairs_mean_difference_t_interval_and_wilcoxon_by_hand() -> None:
+    # B - A per case: -1, -0.5, -0.5, -0.25, +0.25, 0 (a tie, dropped by Wilcoxon), then one pair left
+    # out for an infrastructure outcome, one case stored only under A, and a pass/miss case (McNemar's)
+    pairs = [(1.0, 0.0), (1.0, 0.5), (0.5, 0.0), (0.75, 0.5), (0.25, 0.5), (1.0, 1.0)]
+    a = [_scored(f"s{i}", "pass" if x == 1 else "miss", x) for i, (x, _) in enumerate(pairs)]
+    b = [_scored(f"s{i}", "pass" if y == 1 else "miss", y) for i, (_, y) in enumerate(pairs)]
+    a += [_scored("infra", "pass", 1.0), _scored("only-a", "pass", 1.0), result("needle", "pass", 4096)]
+    b += [_scored("infra", "oom", None), result("needle", "miss", 4096)]
+    test = stats.scored_paired_test(as_frame(a), as_frame(b))
+    assert (test.paired, test.higher, test.lower, test.changed) == (6, 1, 4, 5)
+    assert (test.excluded_infra, test.unpaired) == (1, 1)
+    assert test.mean_a == pytest.approx(4.5 / 6) and test.mean_b == pytest.approx(2.5 / 6)
+    assert test.mean_diff == pytest.approx(-2 / 6)
+    # t interval by hand: mean -1/3, sample sd of the six differences, t(0.975, 5 df) = 2.5706
+    diffs = np.array([-1, -0.5, -0.5, -0.25, 0.25, 0])
+    half = 2.5706 * diffs.std(ddof=1) / np.sqrt(6)
+    assert (test.ci_low, test.ci_high) == pytest.approx((-1 / 3 - half, -1 / 3 + half), abs=1e-4)
+    # Wilcoxon on the 5 non-zero differences: |d| ranks 1->5, 0.5,0.5 -> 3.5, 0.25,0.25 -> 1.5; the
+    # positive rank sum is 1.5 (the +0.25). Exact two-sided p over the 2**5 sign patterns (ties kept):
+    ranks = np.array([5, 3.5, 3.5, 1.5, 1.5])
+    sums = [ranks[[bool(m >> k & 1) for k in range(5)]].sum() for m in range(32)]
+    expected_p = sum(s <= 1.5 or s >= ranks.sum() - 1.5 for s in sums) / 32
+    assert test.p_value == pytest.approx(expected_p)
+    assert test.lower_at(0.5) and not test.higher_at(0.5)
+    # the pass/miss case is McNemar's alone: the scored cases are not in it
+    mcnemar = stats.paired_test(as_frame(a), as_frame(b))
+    assert (mcnemar.paired, mcnemar.lost, mcnemar.gained) == (1, 1, 0)
+
+
+def test_scored_pairs_without_a_change_have_p_one_and_a_point_interval() -> None:
+    a = [_scored(f"s{i}", "miss", 0.5) for i in range(3)]
+    test = stats.scored_paired_test(as_frame(a), as_frame(a))
+    assert (test.changed, test.p_value, test.mean_diff, test.ci_low, test.ci_high) == (0, 1.0, 0.0, 0.0, 0.0)
+    nothing = stats.scored_paired_test(
+        as_frame([result("n", "pass", 1000)]), as_frame([result("n", "miss", 1000)])
+    )
+    assert nothing.paired == 0 and nothing.mean_diff is None and nothing.p_value == 1.0
+
+
+def test_a_scored_suites_difference_grid_is_in_mean_score() -> None:
+    a = variant("A", [_scored("s0", "pass", 1.0), _scored("s1", "miss", 0.5)])
+    b = variant("B", [_scored("s0", "miss", 0.25), _scored("s1", "miss", 0.25)])
+    pair = compare_frames([a, b]).pairs[0]
+    grid = pair.diff_grids["vt"]
+    assert grid.scored and grid.values == ((pytest.approx(0.25 - 0.75),),)
+    assert pair.by_suite == {} and pair.scored_by_suite["vt"].paired == 2

@@ -188,16 +188,25 @@ def test_every_needle_sits_where_its_fraction_says(task):
     assert case.params["needle_units"][0] == round(0.25 * units)
 
 
-def test_without_max_tokens_ruler_and_mrcr_get_their_answer_budgets():
-    def budget(suite: str, **grid) -> int:
+def test_each_case_carries_its_tasks_answer_budget():
+    # RULER's tokens_to_generate per task (scripts/data/synthetic/constants.py), MRCR-style 64
+    expected = {"niah_single_1": 128, "niah_multivalue~filler": 128, "vt": 30, "cwe": 120, "fwe": 50}
+    expected |= {"mrcr_2": 64, "vt~nocontext": 30}
+    for suite, tokens in expected.items():
+        (case,) = [r.render(0) for r in suites.build_recipes(suite, (4096,), (50.0,), 1, 0)]
+        assert case.max_tokens == tokens, suite
+    assert suites.build_recipes("needle", (4096,), (50.0,), 1, 0)[0].render(0).max_tokens is None
+
+
+def test_without_max_tokens_the_cases_budgets_rule():
+    def spec(suite: str, **grid):
         return build_spec(
             api.GridOptions(suites=suite, lengths="4096", depths="50", **grid), api.RequestOptions()
-        ).max_tokens
+        )
 
-    assert budget("ruler") == 128  # niah's (the largest of RULER's: vt 30, cwe 120, fwe 50)
-    assert budget("vt,fwe") == 50 and budget("mrcr") == 64
-    assert budget("ruler", max_tokens=16) == 16  # --max-tokens rules
-    assert (
-        budget("needle")
-        == build_spec(api.GridOptions(lengths="4096", depths="50"), api.RequestOptions()).max_tokens
-    )
+    default = spec("needle").max_tokens
+    assert spec("ruler").case_budgets and spec("ruler").max_tokens == default  # the rest keep the default
+    assert spec("needle,mrcr").case_budgets
+    assert not spec("needle").case_budgets  # nothing carries a budget: the spec is what it was
+    given = spec("ruler", max_tokens=16)
+    assert not given.case_budgets and given.max_tokens == 16  # --max-tokens rules for every case
