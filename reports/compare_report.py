@@ -125,13 +125,23 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
                 "status": v.status,
                 "server": v.profile_summary,
                 "cases": v.summary.cases,
-                "passes": v.summary.passes,
-                "answered": v.summary.answered,
-                "recall": v.summary.recall,
-                "recall_ci95": _interval(v.summary.ci_low, v.summary.ci_high),
-                "effective_length": v.summary.effective_length,
-                "effective_length_pooled": v.summary.pooled,
-                "effective_length_by_suite": v.summary.suite_effective_lengths,
+                # recall and its effective length: pass/miss suites only (pooled when several)
+                "passes": v.recall_summary.passes,
+                "answered": v.recall_summary.answered,
+                "recall": v.recall_summary.recall,
+                "recall_ci95": _interval(v.recall_summary.ci_low, v.recall_summary.ci_high),
+                "effective_length": v.recall_summary.effective_length,
+                "effective_length_pooled": v.recall_summary.pooled,
+                "effective_length_by_suite": v.recall_summary.suite_effective_lengths,
+                # scored suites: mean score, per length RULER's task average, effective length at 85.6
+                "score": None
+                if v.scores is None
+                else {
+                    "mean": v.scores.score,
+                    "answered": v.scores.answered,
+                    "by_length": {str(n): value for n, value in v.scores.by_length.items()},
+                    "ruler_effective_length": v.scores.ruler_effective_length,
+                },
                 "outcomes": v.summary.outcomes,
                 "per_length": [
                     {
@@ -211,7 +221,11 @@ def render_html(
         verdict=text,
         run_links=run_links,
         reused={v.label: v.reused for v in manifest.variants},
-        length_chart=_png_uri(length_recall_png(data.variants, data.lengths)),
+        # pass/miss suites' recall only; none to draw when every suite is scored
+        length_chart=_png_uri(length_recall_png(data.variants, data.lengths))
+        if any(f.recall is not None for v in data.variants for f in v.lengths.values())
+        else None,
+        score_lengths=sorted({n for v in data.variants if v.scores for n in v.scores.by_length}),
         coverage=coverage or [],
         tasks=tasks or [],
     )
