@@ -99,7 +99,11 @@ def _run_row(record: api.RunRecord) -> list[str]:
     topk = target["index_topk"]
     passes, answered, score = record.passes, record.answered, record.score
     frame = record.frame
-    plain = frame.loc[frame["metric"].isna(), "suite"].nunique() if "metric" in frame else frame["suite"].nunique()
+    plain = (
+        frame.loc[frame["metric"].isna(), "suite"].nunique()
+        if "metric" in frame
+        else frame["suite"].nunique()
+    )
     figures = [  # recall of the pass/miss suites (pooled when several), the scored suites' mean score
         f"{percent(record.recall)}{' pooled' if plain > 1 else ''} ({passes}/{answered})" if answered else "",
         f"score {score_points(score)}" if score is not None else "",

@@ -122,13 +122,18 @@ def test_scored_cases_stay_out_of_recall_in_variants_lengths_runs_and_run_report
     assert a["score"]["mean"] == pytest.approx(1.0) and b["score"]["mean"] == pytest.approx(0.6)
     assert a["score"]["answered"] == b["score"]["answered"] == ROWS
     (file_length,) = {int(n) for n in a["score"]["by_length"]}  # every row has the same words
-    assert a["score"]["ruler_effective_length"] == file_length and b["score"]["ruler_effective_length"] is None
+    assert (
+        a["score"]["ruler_effective_length"] == file_length and b["score"]["ruler_effective_length"] is None
+    )
     # recall by length: the file's length has no pass/miss case, so no recall there
     by_length = {row["length"]: row for row in a["per_length"]}
     assert by_length[file_length]["answered"] == 0 and by_length[file_length]["recall"] is None
     assert sum(row["answered"] for row in a["per_length"]) == 2
     document = parse(html.read_text())
-    rows = {row.attrs["data-label"]: row for row in document.by_id("variants-table").find_all("tr", cls="variant-row")}
+    rows = {
+        row.attrs["data-label"]: row
+        for row in document.by_id("variants-table").find_all("tr", cls="variant-row")
+    }
     assert rows["A"].attrs["data-answered"] == "2" and rows["A"].attrs["data-effective-length"] == ""
     assert float(rows["B"].attrs["data-score"]) == pytest.approx(0.6)
     assert rows["A"].attrs["data-ruler-effective-length"] == str(file_length)
