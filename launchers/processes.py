@@ -140,6 +140,9 @@ class ServerProcess:
             return
         if self.alive_members():
             self._signal_group(signal.SIGTERM)
+            self._signal_group(
+                signal.SIGCONT
+            )  # a frozen (SIGSTOPped) server handles SIGTERM now, not at SIGKILL
             deadline = time.monotonic() + grace_s
             while self.alive_members() and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from recall_eval.http_client import BlockingClient, HTTPError, make_blocking_client
 
 NO_ROUTE = frozenset({404, 405, 501})
 
@@ -32,7 +32,7 @@ class Probe:
     model: str | None = None  # the model /v1/models must list; None: any model
     use_health_generate: bool = True
 
-    def __call__(self, client: httpx.Client, timeout_s: float) -> bool:
+    def __call__(self, client: BlockingClient, timeout_s: float) -> bool:
         try:
             if self.use_health_generate:
                 response = client.get(f"{self.base_url}/health_generate", timeout=timeout_s)
@@ -42,10 +42,10 @@ class Probe:
                     return False
                 self.use_health_generate = False
             return self.model_listed(client, timeout_s)
-        except httpx.HTTPError:
+        except HTTPError:
             return False
 
-    def model_listed(self, client: httpx.Client, timeout_s: float) -> bool:
+    def model_listed(self, client: BlockingClient, timeout_s: float) -> bool:
         response = client.get(f"{self.base_url}/v1/models", timeout=timeout_s)
         if response.status_code != 200:
             return False
@@ -71,7 +71,7 @@ def wait_ready(
     started = time.monotonic()
     deadline = started + timeout_s
     delay = first_delay_s
-    with httpx.Client(trust_env=False, headers=dict(headers or {})) as client:
+    with make_blocking_client(headers) as client:
         while True:
             reason = should_stop()
             if reason is not None:
@@ -98,11 +98,11 @@ def fetch_server_info(
     """What /server_info (or the older /get_server_info) and /v1/models say; empty parts if absent.
     (Stored only through recall_eval.redact's allow-list: SGLang's carries its --api-key.)"""
     info: dict[str, Any] = {}
-    with httpx.Client(trust_env=False, timeout=timeout_s, headers=dict(headers or {})) as client:
+    with make_blocking_client(headers, timeout_s) as client:
         for path in ("/server_info", "/get_server_info"):
             try:
                 response = client.get(base_url + path)
-            except httpx.HTTPError:
+            except HTTPError:
                 continue
             if response.status_code == 200:
                 try:
@@ -114,6 +114,6 @@ def fetch_server_info(
             response = client.get(base_url + "/v1/models")
             if response.status_code == 200:
                 info["models"] = response.json()
-        except (httpx.HTTPError, ValueError):
+        except (HTTPError, ValueError):
             pass
     return info

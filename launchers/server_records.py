@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from recall_eval.store import write_atomically
+
 SERVERS_FILE = "servers.json"
 _WRITE_LOCK = threading.Lock()  # one writer at a time within a harness (relaunches run on worker threads)
 
@@ -56,9 +58,8 @@ def add_record(run_dir: Path, record: ServerRecord) -> None:
     run_dir = Path(run_dir)
     with _WRITE_LOCK:
         records = [*load_records(run_dir), record]
-        tmp = run_dir / f".{SERVERS_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_text(json.dumps({"servers": [asdict(r) for r in records]}, indent=1))
-        os.replace(tmp, run_dir / SERVERS_FILE)
+        data = json.dumps({"servers": [asdict(r) for r in records]}, indent=1).encode("utf-8")
+        write_atomically(run_dir / SERVERS_FILE, data)
 
 
 def live_members(record: ServerRecord) -> list[psutil.Process]:

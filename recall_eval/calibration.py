@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recall_eval.errors import UserError
+from recall_eval.store import write_atomically
 from recall_eval.tokenization import TokenCounter
 from recall_eval.types import Case, CaseRecipe, ChatMessage, ShrinkableRecipe
 
@@ -76,9 +76,9 @@ class CalibrationCache:
             return cls()  # a damaged cache only costs time: start over
 
     def save(self, run_dir: Path) -> None:
-        tmp = run_dir / f".{CACHE_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(self.entries, separators=(",", ":")))
-        os.replace(tmp, run_dir / CACHE_FILE)
+        write_atomically(
+            run_dir / CACHE_FILE, json.dumps(self.entries, separators=(",", ":")).encode("utf-8")
+        )
 
     def get(self, key: str) -> list[int] | None:
         value = self.entries.get(key)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recall_eval.errors import UserError
+from recall_eval.store import write_atomically
 
 COMPARE_FILE = "compare.json"
 COMPARE_HTML = "compare.html"
@@ -47,12 +48,6 @@ class CompareManifest(BaseModel):
     interleaved: bool = False
     # the headline verdict of the compare report and its gates: "lenient" or "strict" (recall_eval.scoring)
     scoring: str = "lenient"
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:

@@ -83,6 +83,7 @@ async def connect(
                 spec.request_timeout_s,
                 timeouts=limits,
                 knobs=knobs,
+                retries=spec.retries,
             ),
             max(1, spec.concurrency),
         )

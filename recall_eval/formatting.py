@@ -1,8 +1,10 @@
-"""How numbers read to a user, defined once for the console and the reports."""
+"""How numbers read to a user, defined once for the console and the reports (jinja filters included):
+percentages, token counts, seconds, rates, p-values, times. A value that is absent reads as MISSING."""
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only a type here: the CLI imports this module before pandas is needed
@@ -10,11 +12,45 @@ if TYPE_CHECKING:  # only a type here: the CLI imports this module before pandas
 
 if TYPE_CHECKING:
     from recall_eval.stats import ScoredPairedTest
+MISSING = "–"
 
 
 def percent(value: float | None, digits: int = 1) -> str:
-    """0.988 -> '98.8%'; None -> '-'."""
-    return "-" if value is None else f"{100 * value:.{digits}f}%"
+    """0.988 -> '98.8%'."""
+    return MISSING if value is None else f"{100 * value:.{digits}f}%"
+
+
+def signed_percent(value: float) -> str:
+    """A change in percent: 12.34 -> '+12.3%'."""
+    return f"{value:+.1f}%"
+
+
+def share(value: float | None) -> str:
+    """A rate in whole percent, 'n/a' when there is none: 0.95 -> '95%'."""
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def tokens(value: float | None) -> str:
+    """A token count with thousands separators: 22597 -> '22,597'."""
+    return MISSING if value is None else f"{round(value):,}"
+
+
+def seconds(value: float | None) -> str:
+    """0.0123 -> '12 ms', 2.5 -> '2.50 s'."""
+    if value is None:
+        return MISSING
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def rate(value: float | None) -> str:
+    """Tokens per second: 1234.56 -> '1,234.6'."""
+    return MISSING if value is None else f"{value:,.1f}"
+
+
+def utc(timestamp: float | None) -> str:
+    if timestamp is None:
+        return MISSING
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def recall_text(row: pd.Series) -> str:

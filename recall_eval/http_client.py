@@ -1,9 +1,12 @@
-"""The run's HTTP client: httpx for every request, plus, for streamed chat answers from an http://
-server, keep-alive connections that parse the event stream where its bytes arrive
-(recall_eval.stream_connection). Closing the client closes both."""
+"""The HTTP clients, built here only: the run's client (httpx for every request, plus, for streamed
+chat answers from an http:// server, keep-alive connections that parse the event stream where its bytes
+arrive, recall_eval.stream_connection; closing the client closes both), and the blocking client the
+launchers poll their own servers with. Nothing outside recall_eval imports httpx (an import contract
+in pyproject.toml): HTTPError and BlockingClient are what they catch and hold."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 
 import httpx
@@ -54,3 +57,15 @@ def make_http_client(
     if stream_connections_enabled():
         client.event_streams = EventStreamPool(client.headers.raw, limits.connect_s)
     return client
+
+
+BlockingClient = httpx.Client
+HTTPError = httpx.HTTPError  # what a failed request of either client raises (not a status code)
+
+
+def make_blocking_client(
+    headers: Mapping[str, str] | None = None, timeout_s: float | None = None
+) -> BlockingClient:
+    """The launchers' client for their own server (readiness polling, /server_info after a launch): the
+    server runs on this machine for this harness, so proxy variables are not honoured (trust_env=False)."""
+    return httpx.Client(trust_env=False, headers=dict(headers or {}), timeout=timeout_s)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -50,6 +51,19 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a reader sees the old or the new file, never a mix, and a
+    crash leaves one of them: a temporary file beside it (named by process and thread), fsynced, renamed
+    over it, the directory fsynced. Every stored file that is rewritten whole goes through here."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _parse_results(raw: bytes) -> tuple[list[Result], int]:
@@ -147,14 +161,7 @@ class RunStore:
         Secrets are masked and /server_info cut to its allow-list first (recall_eval.redact)."""
         run = redact_run(run, self.redactor)
         self.run = run
-        target = self.path / RUN_FILE
-        tmp = self.path / f".{RUN_FILE}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(run.model_dump_json(indent=2))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-        _fsync_dir(self.path)
+        write_atomically(self.path / RUN_FILE, run.model_dump_json(indent=2).encode("utf-8"))
 
     def append_result(self, result: Result) -> None:
         """Append one Result as one JSON line, written and fsynced before returning."""

@@ -254,6 +254,7 @@ class RunSpec(_Frozen):
     case_budgets: bool = False
     concurrency: int = 1
     request_timeout_s: float = 600.0
+    retries: int = 3  # a request's retries after a transient failure (recall_eval.retry)
     variant: str = "default"
     capture_indexer: bool = False
     # request knobs for thinking models and servers with their own options (recall_eval.chat_client.RequestKnobs)

@@ -13,6 +13,7 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from recall_eval.formatting import tokens
 from reports.aggregates import CellFrame, SuiteGrid
 from reports.compare_frames import DiffGrid, VariantFrame
 from reports.heatmap import (
@@ -25,7 +26,6 @@ from reports.heatmap import (
     finish_grid_axes,
     grid_figure,
 )
-from reports.labels import tokens
 
 # Diverging: B worse (the palette's red) -> no change (light grey) -> B better (the palette's green).
 DIFF_PALETTE = (PALETTE[0], "#F3F4F6", PALETTE[2])

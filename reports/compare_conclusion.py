@@ -16,20 +16,12 @@ template escapes it.
 
 from __future__ import annotations
 
-from recall_eval.formatting import format_p, score_change_text
+from recall_eval.formatting import format_p, score_change_text, share, signed_percent
 from recall_eval.stats import SIGNIFICANCE, PairedTest
 from recall_eval.types import INFRA_OUTCOMES
 from reports.compare_frames import METRICS, CompareFrames, PairFrame, SpeedChange, VariantFrame
 
 METRIC_WORDS = {"ttft_s": "TTFT", "prefill_tps": "prefill speed", "decode_tps": "decode speed"}
-
-
-def format_pct(value: float) -> str:
-    return f"{value:+.1f}%"
-
-
-def format_rate(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.0%}"
 
 
 def format_length(length: int | None) -> str:
@@ -63,7 +55,7 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
     pooled = " pooled over suites" if pair.a.recall_summary.pooled else ""
-    rates = f"recall{pooled} {format_rate(pair.a.recall_summary.recall)} → {format_rate(pair.b.recall_summary.recall)}"
+    rates = f"recall{pooled} {share(pair.a.recall_summary.recall)} → {share(pair.b.recall_summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:
@@ -101,7 +93,7 @@ def _details(pair: PairFrame) -> list[str]:
             b.memory.max_total_num_tokens - a.memory.max_total_num_tokens
         ) / a.memory.max_total_num_tokens
         if slots:
-            details.append(f"KV slots {format_pct(slots * 100)}")
+            details.append(f"KV slots {signed_percent(slots * 100)}")
     test = pair.overall
     if test.excluded_infra:
         details.append(
@@ -132,11 +124,11 @@ def _case_median(case: SpeedChange) -> str:
     """One statistic: the per-case median relative change, with its interval."""
     if case.median_change_pct is None:
         return ""
-    text = format_pct(case.median_change_pct)
+    text = signed_percent(case.median_change_pct)
     if case.ci_low_pct is not None and case.ci_high_pct is not None:
         if case.ci_low_pct == case.ci_high_pct:
             return text + " (the same on every timed case)"
-        text += f" (95% CI {format_pct(case.ci_low_pct)} to {format_pct(case.ci_high_pct)})"
+        text += f" (95% CI {signed_percent(case.ci_low_pct)} to {signed_percent(case.ci_high_pct)})"
     return text
 
 

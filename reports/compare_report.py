@@ -20,15 +20,14 @@ from recall_eval.compare_store import (
     CompareManifest,
     read_manifest,
     run_dir_of,
-    write_atomically,
     write_compare_file,
 )
-from recall_eval.formatting import format_p, score_points
+from recall_eval.formatting import format_p, score_points, signed_percent
 from recall_eval.stats import PairedTest, ScoredPairedTest
-from recall_eval.store import load_run
+from recall_eval.store import load_run, write_atomically
 from reports import aggregates
 from reports.compare_charts import diff_heatmap_png, length_recall_png
-from reports.compare_conclusion import conclusion, format_pct, reused_age
+from reports.compare_conclusion import conclusion, reused_age
 from reports.compare_frames import METRICS, CompareFrames, VariantRun, compare_frames
 from reports.coverage_charts import CoverageView, coverage_numbers, coverage_view
 from reports.heatmap import heatmap_png
@@ -194,7 +193,7 @@ def _interval(low: float | None, high: float | None) -> list[float] | None:
 def _pct_change(base: float | int | None, new: float | int | None) -> str:
     if base is None or new is None or base == 0:
         return "–"
-    return format_pct((new - base) / base * 100)
+    return signed_percent((new - base) / base * 100)
 
 
 def render_html(
@@ -206,7 +205,7 @@ def render_html(
     tasks: list[tuple[str, TaskTable]] | None = None,
 ) -> str:
     env = environment()
-    env.filters.update(p_value=format_p, pct=format_pct, points=score_points)
+    env.filters.update(p_value=format_p, pct=signed_percent, points=score_points)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
     run_links = {

@@ -19,10 +19,10 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from recall_eval.formatting import tokens
 from recall_eval.indexer_coverage import NON_PASS_ANSWERS, SELECTED_SHARE
 from recall_eval.types import Result
 from reports.heatmap import EMPTY_FACE, MUTED, RECALL_CMAP, TEXT
-from reports.labels import tokens
 
 COVERAGE_NORM = Normalize(vmin=0.0, vmax=1.0)
 GROUPS = ("pass", "miss")  # heatmap panels: passes, and answered non-passes

@@ -12,9 +12,10 @@ from matplotlib.colors import LinearSegmentedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Polygon, Rectangle
 
+from recall_eval.formatting import tokens
 from recall_eval.types import Outcome
 from reports.aggregates import CellFrame, SuiteGrid
-from reports.labels import OUTCOME_LABELS, tokens
+from reports.labels import OUTCOME_LABELS
 
 PALETTE = ("#F0496E", "#EBB839", "#0CD79F")  # recall 0 -> 0.5 -> 1
 RECALL_CMAP = LinearSegmentedColormap.from_list("recall", PALETTE)

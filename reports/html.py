@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,16 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
+from recall_eval.formatting import percent, rate, seconds, tokens, utc
 from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import score_table
-from recall_eval.store import load_run
+from recall_eval.store import load_run, write_atomically
 from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import aggregates
 from reports.coverage_charts import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
-from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS, percent, tokens
+from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS
 from reports.task_scores import task_table
 
 REPORT_FILE = "report.html"
@@ -61,11 +60,11 @@ def environment() -> Environment:
     env.filters.update(
         tokens=tokens,
         percent=percent,
-        seconds=_seconds,
-        rate=_rate,
+        seconds=seconds,
+        rate=rate,
         outcome_label=OUTCOME_LABELS.__getitem__,
         recall_colour=recall_colour,
-        utc=_utc,
+        utc=utc,
         number=_number,
     )
     env.globals.update(
@@ -84,25 +83,9 @@ def recall_colour(value: float | None) -> str:
     return "#C9CDD2" if value is None else to_hex(RECALL_CMAP(RECALL_NORM(value)))
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
-def _rate(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
-
-
 def _number(value: float | None) -> str:
     """A float for data-* attributes: full precision, '' when absent."""
     return "" if value is None else repr(float(value))
-
-
-def _utc(timestamp: float | None) -> str:
-    if timestamp is None:
-        return "–"
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _png_name(suite: str) -> str:
@@ -222,12 +205,6 @@ def render_html(
     )
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def render_report(run_dir: Path, scoring: str | None = None) -> Path:
     """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path.
     The headline verdict is `scoring` when given, else the run's own (Run.scoring)."""
@@ -237,7 +214,7 @@ def render_report(run_dir: Path, scoring: str | None = None) -> Path:
     frame = headline_frame(frame_of([(run, results)]), scoring or run.scoring)
     suites = suite_views(run, frame)
     for view in suites:
-        _write_atomically(run_dir / view.png_name, view.png)
+        write_atomically(run_dir / view.png_name, view.png)
     report = run_dir / REPORT_FILE
-    _write_atomically(report, render_html(run, results, suites, frame).encode("utf-8"))
+    write_atomically(report, render_html(run, results, suites, frame).encode("utf-8"))
     return report

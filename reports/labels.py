@@ -33,12 +33,3 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
 
 def outcome_label(outcome: Outcome) -> str:
     return OUTCOME_LABELS[outcome]
-
-
-def tokens(value: float | None) -> str:
-    """A token count with thousands separators: 22597 -> '22,597'."""
-    return "–" if value is None else f"{round(value):,}"
-
-
-def percent(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{100 * value:.{digits}f}%"

@@ -1,60 +1,38 @@
 """Project-wide test settings: every test gets its own run store (RECALL_EVAL_HOME); tests marked
-gpu, browser or sglang are skipped, with the reason, where CUDA, Chromium or sglang==0.5.23 is absent
-(on the accelerator machine and in CI they run)."""
+gpu, browser or sglang are skipped, with the reason, where CUDA, Chromium or sglang==0.5.23 is absent,
+except that under CI=true a missing Chromium or sglang fails them (tests/prerequisites.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
-import importlib.util
-import shutil
-from pathlib import Path
 
 import pytest
 
-SGLANG_VERSION = "0.5.23"
+from tests import prerequisites
 
-
-def _cuda() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    return None if torch.cuda.is_available() else "needs CUDA (run on the accelerator machine)"
-
-
-def _chromium() -> str | None:
-    if shutil.which("chromium") or Path("/usr/bin/chromium").exists():
-        return None
-    return "needs headless Chromium: apt-get install chromium"
-
-
-def _sglang() -> str | None:
-    try:
-        found = importlib.util.find_spec("sglang") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return f"needs sglang=={SGLANG_VERSION}: pip install --no-deps sglang=={SGLANG_VERSION} (scripts/test.sh)"
-    version = importlib.metadata.version("sglang")
-    if version != SGLANG_VERSION:
-        return f"needs sglang=={SGLANG_VERSION}, found {version}"
-    return None
-
-
-MISSING = {"gpu": _cuda, "browser": _chromium, "sglang": _sglang}
+_MISSING = pytest.StashKey[tuple[str, str]]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reasons: dict[str, str | None] = {}
     for item in items:
-        for name, check in MISSING.items():
+        for name, check in prerequisites.CHECKS.items():
             if item.get_closest_marker(name) is None:
                 continue
             if name not in reasons:
                 reasons[name] = check()
-            if reasons[name] is not None:
-                item.add_marker(pytest.mark.skip(reason=f"[{name}] {reasons[name]}"))
+            reason = reasons[name]
+            if reason is None:
+                continue
+            if prerequisites.verdict(name, reason) == "skip":
+                item.add_marker(pytest.mark.skip(reason=f"[{name}] {reason}"))
+            else:
+                item.stash[_MISSING] = (name, reason)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _MISSING in item.stash:
+        prerequisites.missing(*item.stash[_MISSING])
 
 
 @pytest.fixture(autouse=True)

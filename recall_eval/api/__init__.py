@@ -7,9 +7,10 @@
     df = api.results_frame(run)                                          # one row per case (pandas)
 
 Functions: sweep, resume, compare, load_run, runs, compares, render_report; results_frame, runs_frame and
-export (results as data). Options are typed (SweepOptions, CompareOptions, ResumeOptions, grouped into
-GridOptions, RequestOptions, TargetOptions); every field defaults to None (unset), and the defaults live
-once in recall_eval.api.options. Progress and notes go to a Hooks object (default: the `recall_eval` logger).
+export (results as data); recall_eval.api.servers for serve, plan and profiles. Options are typed
+(SweepOptions, CompareOptions, ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions);
+every field defaults to None (unset), and each option is declared once, with its default, in
+recall_eval.api.options. Progress and notes go to a Hooks object (default: the `recall_eval` logger).
 
 Each name is imported on first use (PEP 562), so that `import recall_eval.api` (and the CLI's --help)
 does not pay for pandas and scipy up front.

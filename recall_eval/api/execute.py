@@ -11,8 +11,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 import suites
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks, SweepProgress
@@ -24,7 +22,7 @@ from recall_eval.calibration import DEFAULT_TOKENS_PER_WORD, CalibrationCache, C
 from recall_eval.chat_client import ChatClient
 from recall_eval.connect import connect
 from recall_eval.errors import UserError
-from recall_eval.http_client import make_http_client
+from recall_eval.http_client import RunClient, make_http_client
 from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
@@ -104,7 +102,7 @@ async def prepared_sweep(
     store: RunStore,
     target: Target,
     hooks: Hooks,
-    http: httpx.AsyncClient,
+    http: RunClient,
     retry: frozenset[str] = frozenset(),
     interleaved: bool = False,
 ) -> AsyncIterator[PreparedSweep]:

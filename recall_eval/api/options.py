@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from recall_eval.errors import BadInput
 from recall_eval.exit_codes import RecallGate  # light: it imports pandas and scipy only when judging
 from recall_eval.types import RunSpec
 
@@ -47,6 +48,8 @@ class Declared:
     cli: Any = str  # its type on the command line (str, int, float, Path, bool, list[str])
     metavar: str | None = None
     default_text: str | None = None  # the default as --help shows it, when not str(default)
+    minimum: float | None = None  # a given value below it is bad input
+    above: float | None = None  # a given value must be above it
 
     @property
     def name(self) -> str:
@@ -62,10 +65,13 @@ def option(
     cli: Any = str,
     metavar: str | None = None,
     default_text: str | None = None,
+    minimum: float | None = None,
+    above: float | None = None,
 ) -> Any:
     """A declared option: unset (None) until given, `default` when resolved. An on/off option
-    (cli=bool) holds its default from the start (False or True), as a flag does."""
-    declared = Declared(flag, help, default, cli, metavar, default_text)
+    (cli=bool) holds its default from the start (False or True), as a flag does. `minimum` / `above`:
+    the range check_ranges() enforces."""
+    declared = Declared(flag, help, default, cli, metavar, default_text, minimum, above)
     start = default if cli is bool else None
     return field(default=start, metadata={"option": declared})
 
@@ -93,6 +99,19 @@ def given(options: object) -> list[str]:
             continue
         names.append(item.name)
     return names
+
+
+def check_ranges(options: object) -> None:
+    """BadInput for a given value outside its declared range (before anything starts)."""
+    for item in dataclasses.fields(options):  # type: ignore[arg-type]
+        found: Declared | None = item.metadata.get("option")
+        value = getattr(options, item.name)
+        if found is None or not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if found.minimum is not None and value < found.minimum:
+            raise BadInput(f"{found.name} {value:g}: must be at least {found.minimum:g}")
+        if found.above is not None and value <= found.above:
+            raise BadInput(f"{found.name} {value:g}: must be above {found.above:g}")
 
 
 def defaults(options: type[_Options]) -> _Options:
@@ -195,7 +214,11 @@ class GridOptions:
         "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"
     )
     trials: int | None = option(
-        "--trials", "independent needles per (length, depth) cell", cli=int, default=_spec_default("trials")
+        "--trials",
+        "independent needles per (length, depth) cell",
+        cli=int,
+        default=_spec_default("trials"),
+        minimum=1,
     )
     seed: int | None = option(
         "--seed", "seed of every generated case", cli=int, default=_spec_default("seed")
@@ -206,6 +229,7 @@ class GridOptions:
         "task's own budget)",
         cli=int,
         default=_spec_default("max_tokens"),
+        minimum=1,
     )
 
 
@@ -224,6 +248,7 @@ class RequestOptions:
         "requests in flight at once, per endpoint",
         cli=int,
         default=_spec_default("concurrency"),
+        minimum=1,
     )
     request_timeout_s: float | None = option(
         "--request-timeout",
@@ -231,6 +256,15 @@ class RequestOptions:
         cli=float,
         default=_spec_default("request_timeout_s"),
         default_text=f"{_spec_default('request_timeout_s'):g}",
+        above=0,
+    )
+    retries: int | None = option(
+        "--retries",
+        "times a case's request is retried after a transient failure (429, 502, 503, 504, a dropped "
+        "connection), with backoff, jitter and Retry-After honoured",
+        cli=int,
+        default=_spec_default("retries"),
+        minimum=0,
     )
     api_key: str | None = option(
         "--api-key",
@@ -256,6 +290,16 @@ class RequestOptions:
     extra_body: str | Mapping[str, Any] | None = option(
         "--extra-body", "JSON object merged into every chat request body", metavar="JSON"
     )
+
+
+# How requests are sent, stored in the RunSpec under the same names (a resume may change them); the
+# request knobs are stored too, parsed first (recall_eval.api.sweeping.request_knobs).
+KNOBS = ("reasoning_effort", "chat_template_kwargs", "extra_body")
+SENDING = tuple(
+    item.name
+    for item in dataclasses.fields(RequestOptions)
+    if item.name in RunSpec.model_fields and item.name not in KNOBS
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,11 +20,14 @@ from recall_eval.api.options import (
     DEFAULT_PROFILE,
     DEFAULT_REQUEST,
     DEFAULT_VARIANT,
+    KNOBS,
+    SENDING,
     GridOptions,
     RequestOptions,
     ResumeOptions,
     SweepOptions,
     TargetOptions,
+    check_ranges,
     flag_of,
     given,
     resolved,
@@ -49,17 +52,9 @@ def _spec_text(value: str | Sequence[Any]) -> str:
     return value if isinstance(value, str) else ",".join(str(item) for item in value)
 
 
-def _at_least(flag: str, value: float | None, minimum: float) -> None:
-    if value is not None and value < minimum:
-        raise BadInput(f"{flag} {value:g}: must be at least {minimum:g}")
-
-
 def check_request(request: RequestOptions) -> None:
     """BadInput for request options out of range (before anything starts)."""
-    _at_least(flag_of(request, "concurrency"), request.concurrency, 1)
-    timeout = request.request_timeout_s
-    if timeout is not None and timeout <= 0:
-        raise BadInput(f"{flag_of(request, 'request_timeout_s')} {timeout:g}: must be above 0")
+    check_ranges(request)
 
 
 def _json_object(flag: str, value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -97,8 +92,7 @@ def build_spec(
     THINKING_MAX_TOKENS: reasoning and answer share the budget. Without --max-tokens, suites whose cases
     carry their own budget (RULER's per task, mrcr's: suites.has_case_budgets) are sent with it, case by
     case (RunSpec.case_budgets); the other cases get the default max_tokens."""
-    for name in ("trials", "max_tokens"):
-        _at_least(flag_of(grid, name), getattr(grid, name), 1)
+    check_ranges(grid)
     check_request(request)
     knobs = request_knobs(request)
     auth = request_auth(request)
@@ -124,8 +118,7 @@ def build_spec(
         seed=grid.seed,
         max_tokens=grid.max_tokens,
         case_budgets=case_budgets,
-        concurrency=request.concurrency,
-        request_timeout_s=request.request_timeout_s,
+        **{name: getattr(request, name) for name in SENDING},
         variant=variant or DEFAULT_VARIANT,
         capture_indexer=capture_indexer,
     )
@@ -321,7 +314,7 @@ def resume_options(options: SweepOptions, again: ResumeOptions | None = None) ->
     )
 
 
-_STORED_KNOBS = ("reasoning_effort", "chat_template_kwargs", "extra_body")
+_STORED_KNOBS = KNOBS
 
 
 def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
@@ -350,12 +343,7 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
     elif options.port is not None:  # the port does not change results: a busy one may be swapped
         profile = profile.model_copy(update={"port": options.port})
     changes = {
-        name: value
-        for name, value in (
-            ("concurrency", options.request.concurrency),
-            ("request_timeout_s", options.request.request_timeout_s),
-        )
-        if value is not None
+        name: getattr(options.request, name) for name in SENDING if getattr(options.request, name) is not None
     }
     run = store.run.model_copy(
         update={"spec": store.run.spec.model_copy(update=changes), "status": "running", "note": None}

@@ -19,8 +19,7 @@ from recall_eval.store import runs_home
 from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
-    from launchers.server_records import Leftover
-    from recall_eval.api.reading import CompareEntry
+    from recall_eval.api.reading import CompareEntry, Leftover
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",

@@ -4,8 +4,9 @@ was lost, duplicated or left running.
     python -m tests.benchmarks.soak_kill [--kills 20] [--seed 1] [--concurrency 2]
 
 A real `recall-eval sweep` on the reference profile (a subprocess, as a user runs it). At each kill
-point (a random delay after the harness or its server started) either the harness or the server's
-leader process gets SIGKILL. A killed server is relaunched by the harness; a killed harness is
+point (a random delay after the harness or its server started; with `by_results`, once 1 to 3 more
+results are stored, so every kill lands while the grid still has cases, however fast the machine)
+either the harness or the server's leader process gets SIGKILL. A killed server is relaunched by the harness; a killed harness is
 followed, after up to 15 s for its guard to stop the server, by a count of the run's server
 processes still alive and a `sweep --resume RUN --stop-leftovers`. After the last kill the run is
 resumed until it finishes. Then:
@@ -98,8 +99,20 @@ def _wait_gone(run_dir: Path | None, timeout_s: float) -> int:
     return _alive(run_dir)
 
 
+def _stored(run_dir: Path | None) -> int:
+    results = run_dir / "results.jsonl" if run_dir is not None else None
+    return results.read_bytes().count(b"\n") if results is not None and results.exists() else 0
+
+
 def soak(
-    kills: int, seed: int, concurrency: int, lengths: str, depths: str, trials: int, work: Path
+    kills: int,
+    seed: int,
+    concurrency: int,
+    lengths: str,
+    depths: str,
+    trials: int,
+    work: Path,
+    by_results: bool = False,
 ) -> SoakResult:
     rng = random.Random(seed)
     result = SoakResult()
@@ -108,7 +121,7 @@ def soak(
     first = ["sweep", *grid, "--concurrency", str(concurrency), "--max-tokens", "16", "--out", str(out)]
     started = time.monotonic()
     try:
-        return _soak_loop(rng, result, kills, home, out, log, first, started)
+        return _soak_loop(rng, result, kills, home, out, log, first, started, by_results)
     finally:
         for child in psutil.Process().children():  # a harness of ours still running (an error above)
             child.terminate()
@@ -124,11 +137,12 @@ def _soak_loop(
     log: Path,
     first: list[str],
     started: float,
+    by_results: bool = False,
 ) -> SoakResult:
     harness: subprocess.Popen[bytes] | None = None
     run_dir: Path | None = None
     server_pid_seen: int | None = None
-    born, delay, target = 0.0, 0.0, "server"
+    born, delay, target, at_results = 0.0, 0.0, "server", 0
     while True:
         if harness is None:
             run_dir = _run_dir(out)
@@ -151,9 +165,11 @@ def _soak_loop(
         if server_pid is not None and server_pid != server_pid_seen:
             server_pid_seen, born = server_pid, time.monotonic()  # a (re)started server: a new kill point
             delay = rng.uniform(0.5, 8.0)
+            at_results = _stored(run_dir) + rng.randint(1, 3)
             target = rng.choice(("harness", "server"))
-        if server_pid is None or time.monotonic() - born < delay:
-            time.sleep(0.05)
+        due = _stored(run_dir) >= at_results if by_results else time.monotonic() - born >= delay
+        if server_pid is None or not due:
+            time.sleep(0.05 if not by_results else 0.01)
             continue
         if target == "server":
             psutil.Process(server_pid).kill()

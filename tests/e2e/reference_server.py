@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,10 @@ from pathlib import Path
 
 import httpx
 
+from launchers.ports import free_port
 from tests.e2e.cli import REPO, cli_env
 
 READY_TIMEOUT_S = 180.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

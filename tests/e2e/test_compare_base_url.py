@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from launchers.ports import free_port
 from recall_eval.store import runs_home
+from tests.e2e.cli import run_cli
 from tests.e2e.reference_server import ReferenceServer
 from tests.reports.dom import parse
 
@@ -33,15 +34,7 @@ GRID = ["--lengths", "300,800", "--depths", "0,100", "--trials", "2"]
 
 def recall_eval(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would (a new process), with this test's run store."""
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    argv = [sys.executable, "-c", "from recall_eval.cli import main; main()", *args]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return run_cli(*args, timeout=timeout)
 
 
 @pytest.fixture

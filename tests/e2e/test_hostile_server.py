@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -35,12 +34,10 @@ def test_sweep_survives_every_hostile_behaviour(hostile, tmp_path, monkeypatch, 
     set or RECALL_EVAL_HTTP=httpx) meet every misbehaviour with the same outcomes."""
     monkeypatch.setenv("RECALL_EVAL_HTTP", "httpx" if reader == "httpx" else "")
     out = tmp_path / "run"
-    started = time.perf_counter()
     completed = run_cli(
         "sweep", "--base-url", hostile.base_url, "--lengths", "200,300", "--depths", "0..100:4", "--trials", "2",
         "--request-timeout", str(REQUEST_TIMEOUT_S), "--out", str(out),
     )  # fmt: skip
-    elapsed = time.perf_counter() - started
     assert "Traceback" not in completed.stderr, completed.stderr
     (run_dir,) = out.iterdir()  # --out DIR creates the run inside DIR
     run, results = load_run(run_dir)
@@ -71,7 +68,8 @@ def test_sweep_survives_every_hostile_behaviour(hostile, tmp_path, monkeypatch, 
     def detail(name: str) -> str:
         return by_behaviour[name].error or ""
 
-    assert "\ufffd" in by_behaviour["surrogate"].answer or "\ufffd" in by_behaviour["surrogate"].answer
+    surrogate = by_behaviour["surrogate"].answer
+    assert "\ufffd" in surrogate and "\udcff" not in surrogate  # replaced, not stored as a lone surrogate
     assert "\ufffd" in by_behaviour["bad_utf8"].answer
     assert "malformed stream event" in detail("malformed_json") and "The code" in detail("malformed_json")
     assert "not an event stream" in detail("not_json") and "Bad Gateway" in detail("not_json")
@@ -80,10 +78,7 @@ def test_sweep_survives_every_hostile_behaviour(hostile, tmp_path, monkeypatch, 
     assert "HTTP 503" in detail("e503") and "after 4 attempts" in detail("e503")  # bounded retries
     assert "65,536 characters" in detail("megabytes") and len(by_behaviour["megabytes"].answer) == 65_536
     assert "no data within 3s" in detail("stall")
-    stall = by_behaviour["stall"]
-    assert stall.finished_at - stall.started_at < REQUEST_TIMEOUT_S  # cut by the idle limit, not the total
     assert "Generation aborted" in detail("error_event")
-    assert elapsed < 240
 
     stored = (run_dir / "results.jsonl").read_text(encoding="utf-8")
     assert all(json.loads(line) for line in stored.splitlines())  # every line is valid JSON (UTF-8)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
 from pathlib import Path
 
 import pytest
 
+from launchers.ports import free_port
 from recall_eval.store import RunStore
 from recall_eval.types import Run, RunSpec
 from tests.e2e.cli import error_lines, run_cli
@@ -43,9 +43,7 @@ def test_bad_sweep_input_is_one_line_exit_2(args, fragment):
 
 
 def test_unreachable_base_url_is_one_line_and_leaves_no_run():
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     completed = run_cli("sweep", "--base-url", f"http://127.0.0.1:{port}", "--lengths", "1000")
     lines = error_lines(completed)
     assert completed.returncode == 1

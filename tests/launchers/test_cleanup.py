@@ -15,7 +15,7 @@ import pytest
 from launchers.ports import free_port
 from launchers.processes import group_members
 from launchers.server_records import find_leftovers, load_records, stop_leftover
-from tests.launchers.cli_helpers import cli_env
+from tests.e2e.cli import cli_env
 
 HARNESS = str(Path(__file__).with_name("harness_script.py"))
 

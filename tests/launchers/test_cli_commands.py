@@ -14,7 +14,7 @@ import recall_eval.cli.profiles  # noqa: F401 - registers the command
 from launchers.ports import free_port
 from launchers.processes import group_members
 from recall_eval.cli.app import app
-from tests.launchers.cli_helpers import run_cli, start_cli
+from tests.e2e.cli import run_cli, start_cli
 
 
 def invoke(args: list[str], cwd, monkeypatch):  # noqa: ANN001, ANN201
@@ -45,7 +45,7 @@ def test_profiles_shows_a_users_profile_and_its_launch_error(tmp_path, monkeypat
 
 
 def test_unknown_profile_is_one_line_exit_2(tmp_path):
-    done = run_cli(["serve", "nope"], tmp_path, cwd=tmp_path)
+    done = run_cli("serve", "nope", home=tmp_path, cwd=tmp_path)
     assert done.returncode == 2
     assert "unknown profile 'nope'; known profiles:" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -66,7 +66,14 @@ def test_plan_prints_the_precision_comparison_table(tmp_path, monkeypatch):
 def test_serve_reference_prints_ready_time_and_leaves_nothing_after_ctrl_c(tmp_path):
     port = free_port()
     proc = start_cli(
-        ["serve", "reference", "--port", str(port), "--log-dir", str(tmp_path / "logs")], tmp_path, tmp_path
+        "serve",
+        "reference",
+        "--port",
+        str(port),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        home=tmp_path,
+        cwd=tmp_path,
     )
     lines: list[str] = []
     try:

@@ -19,7 +19,7 @@ from launchers.ports import free_port
 from launchers.profiles import resolve_profile
 from launchers.server_records import find_leftovers, live_members, load_records
 from recall_eval.store import load_run
-from tests.launchers.cli_helpers import start_cli
+from tests.e2e.cli import start_cli
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_kill_9_mid_sweep_records_crash_relaunches_and_finishes(tmp_path, monkey
         "--lengths", "400,800", "--depths", "0,50,100", "--trials", "1",
         "--concurrency", "2", "--max-tokens", "16", "--out", str(out), "--no-report",
     ]  # fmt: skip
-    sweep = start_cli(args, tmp_path / "home", tmp_path)
+    sweep = start_cli(*args, home=tmp_path / "home", cwd=tmp_path)
     killed_pid = None
     try:
         deadline = time.monotonic() + 240
@@ -96,7 +96,7 @@ def _sweep_after_relaunch(tmp_path: Path):
         "--lengths", "400,800,1600", "--depths", "0,25,50,75,100", "--trials", "2",
         "--max-tokens", "16", "--out", str(out), "--no-report",
     ]  # fmt: skip
-    sweep = start_cli(args, tmp_path / "home", tmp_path)
+    sweep = start_cli(*args, home=tmp_path / "home", cwd=tmp_path)
     deadline = time.monotonic() + 240
     first = None
     while time.monotonic() < deadline and sweep.poll() is None and first is None:

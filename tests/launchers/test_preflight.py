@@ -17,7 +17,7 @@ from launchers.preflight import (
     visible_gpus,
 )
 from launchers.profiles import resolve_profile
-from tests.launchers.cli_helpers import run_cli
+from tests.e2e.cli import run_cli
 
 NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -96,7 +96,7 @@ def test_sweep_of_a_profile_that_cannot_launch_starts_nothing(tmp_path, monkeypa
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     home = tmp_path / "home"
     missing = tmp_path / "weights"
-    done = run_cli(["sweep", "--profile", "dsv4-flash", "--model-path", str(missing)], home, tmp_path)
+    done = run_cli("sweep", "--profile", "dsv4-flash", "--model-path", str(missing), home=home, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert lines[0] == "error: profile 'dsv4-flash' cannot be launched here (nothing was started):"
@@ -112,7 +112,7 @@ def test_serve_prints_log_lines_without_markup(tmp_path):
     # a KV pool of 5e7 tokens under a 1 GiB cap: the engine dies at start-up, as SGLang does
     args = ["serve", "reference", "--memory-limit-gb", "1", "--context-length", "50000000"]
     args += ["--mem-fraction", "0.9", "--log-dir", str(tmp_path / "logs")]
-    done = run_cli(args, env_home, tmp_path, timeout=180)
+    done = run_cli(*args, home=env_home, cwd=tmp_path, timeout=180)
     assert done.returncode == 1
     out = done.stdout + done.stderr
     assert "[dim]" not in out and "[/dim]" not in out, out

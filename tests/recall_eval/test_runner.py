@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from launchers.ports import free_port
 from recall_eval.chat_client import ChatClient
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
@@ -21,17 +21,11 @@ from recall_eval.types import Case, ChatMessage, Endpoint, Run, RunSpec, ServerD
 SERVER = Path(__file__).with_name("tiny_server.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class TinyServer:
     """A ServerHandle over tiny_server.py: a real process in its own process group."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = Endpoint(base_url=f"http://127.0.0.1:{self.port}", model="tiny")
         self.process: subprocess.Popen | None = None
         self.launches = 0

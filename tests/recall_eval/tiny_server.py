@@ -6,6 +6,7 @@ directives in the prompt: "@die" exits the process mid-request (a crash), "@slow
 The end-to-end tests use the real reference server instead.
 Started with a second argument `wrong` (python tiny_server.py PORT wrong) it answers every code
 reversed: a server that misses every needle on purpose (a broken kernel, for the regression gate).
+With `flaky N` it answers HTTP 503 to its first N chat requests, then as usual (a server under load).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 CODE = re.compile(r"[A-Z]+-\d+-[A-Z]+")
 WRONG = sys.argv[2:3] == ["wrong"]
+FLAKY = {"left": int(sys.argv[3]) if sys.argv[2:3] == ["flaky"] else 0}  # 503s still to answer
 app = FastAPI()
 
 
@@ -42,6 +44,9 @@ async def tokenize(request: Request) -> dict:
 async def chat(request: Request):
     body = await request.json()
     prompt = body["messages"][-1]["content"]
+    if FLAKY["left"] > 0:
+        FLAKY["left"] -= 1
+        return JSONResponse({"object": "error", "message": "overloaded", "code": 503}, 503)
     if "@e500" in prompt:
         return JSONResponse(
             {"object": "error", "message": "boom", "type": "InternalServerError", "code": 500}, 500

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -22,13 +21,14 @@ from PIL import Image
 from recall_eval.stats import wilson_interval
 from reports.heatmap import INFRA_FACE, PALETTE
 from reports.html import render_report
+from tests import prerequisites
 from tests.reports.dom import parse
 from tests.reports.sample_run import SCRIPT_ANSWER, build_sample_run
 from tests.reports.test_html import raw_results
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+CHROMIUM = prerequisites.chromium_path()
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -57,7 +57,7 @@ window.addEventListener('load', () => {
 def chromium(tmp: Path, *args: str) -> str:
     """Run headless Chromium in its own process group; returns stdout. Stopped by group on timeout."""
     if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+        prerequisites.missing("browser", "chromium is not installed (apt-get install -y chromium)")
     profile = tmp / f"chromium-profile-{len(list(tmp.glob('chromium-profile-*')))}"
     argv = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args]
     proc = subprocess.Popen(

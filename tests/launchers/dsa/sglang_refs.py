@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import pytest
+from tests import prerequisites
 
 
 class _Placeholder(types.ModuleType):
@@ -54,9 +54,8 @@ def _torchvision_loads() -> bool:
 
 def sglang_reference_functions() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(_fp8_mqa_logits_torch, fp8_paged_mqa_logits_torch); skips only if sglang is not installed."""
-    pytest.importorskip(
-        "sglang", reason="sglang==0.5.23 is not installed (pip install --no-deps sglang==0.5.23)"
-    )
+    if not prerequisites.sglang_installed():
+        prerequisites.missing("sglang", "sglang is not installed (pip install --no-deps sglang==0.5.23)")
     if not _torchvision_loads():
         from transformers.utils import import_utils
 

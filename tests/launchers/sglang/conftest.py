@@ -6,7 +6,6 @@ kernel module is imported (triton.jit reads it at decoration time), so it is set
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterator
 from types import ModuleType
@@ -17,13 +16,14 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from tests import prerequisites  # noqa: E402
 from tests.launchers.sglang import torchvision_placeholder  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def sglang_available() -> None:
-    if importlib.util.find_spec("sglang") is None:
-        pytest.skip("sglang is not installed (CI installs sglang==0.5.23 --no-deps)")
+    if not prerequisites.sglang_installed():
+        prerequisites.missing("sglang", "sglang is not installed (pip install --no-deps sglang==0.5.23)")
     torchvision_placeholder.install_if_needed()
 
 
