@@ -208,6 +208,7 @@ def render_html(
     env.filters.update(p_value=format_p, pct=signed_percent, points=score_points)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
+    score_lengths = sorted({n for v in data.variants if v.scores for n in v.scores.by_length})
     run_links = {
         v.label: (Path(v.run_dir) / "report.html").as_posix()
         for v in manifest.variants
@@ -224,7 +225,11 @@ def render_html(
         length_chart=_png_uri(length_recall_png(data.variants, data.lengths))
         if any(f.recall is not None for v in data.variants for f in v.lengths.values())
         else None,
-        score_lengths=sorted({n for v in data.variants if v.scores for n in v.scores.by_length}),
+        score_lengths=score_lengths,
+        # lengths where only scored suites ran have no recall row
+        recall_lengths=[
+            n for n in data.lengths if n not in score_lengths or any(n in p.by_length for p in data.pairs)
+        ],
         coverage=coverage or [],
         tasks=tasks or [],
     )
