@@ -21,9 +21,10 @@ from pathlib import Path
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Case
+from suites import config_vocab as cv
 from suites.config_formats import FORMATS as CONFIG_FORMATS
 from suites.config_recall import LAYOUTS as CONFIG_LAYOUTS
-from suites.config_recall import ConfigStream, make_config_recipe
+from suites.config_recall import ConfigStream, FlatEntry, make_config_recipe
 from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import MAX_EVAL_SEED
@@ -35,6 +36,13 @@ TRAIN_SEED_OFFSET = MAX_EVAL_SEED
 # Config documents count entries, not words; one entry line is about as many tokens as this many words.
 WORDS_PER_CONFIG_ENTRY = 4
 DEFAULT_KINDS = ("needle", "config", "multiturn")
+# Config curriculum levels ("config-copy", "config-shapes:toml+ini"), easiest first; the plain kind
+# "config" is the last level. Each level keeps the asked entry alone in its section (plus ordinary
+# settings: no near keys, no sibling sections, no echo block) and varies the filler only:
+# copy: ordinary settings only, so the asked value is the one high-entropy value in the document;
+# shapes: values of the other askable families too (the asked value is still the one of its shape);
+# lookalike: the suite's filler, with values of the asked family (same shape, other keys).
+CONFIG_LEVELS = ("copy", "shapes", "lookalike")
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,62 @@ def _config_case(
     return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
 
 
+class _FilteredStream:
+    """The entries of a ConfigStream that `keep` accepts, re-indexed (a curriculum level's filler)."""
+
+    def __init__(self, stream: ConfigStream, keep: Callable[[FlatEntry], bool]):
+        self._stream, self._keep = stream, keep
+        self._kept: list[FlatEntry] = []
+        self._next = 0
+
+    def entry(self, index: int) -> FlatEntry:
+        while len(self._kept) <= index:
+            entry = self._stream.entry(self._next)
+            self._next += 1
+            if self._keep(entry):
+                self._kept.append(entry)
+        return self._kept[index]
+
+
+def _config_level_case(
+    seed: int,
+    index: int,
+    filler_words: int,
+    depth: float,
+    taken: set[str],
+    level: str,
+    formats: Sequence[str] = (),
+) -> Case:
+    """A config case of a curriculum level (CONFIG_LEVELS): the asked entry alone in its section."""
+    recipe = make_config_recipe(
+        target_tokens=0,
+        depth_percent=depth,
+        trial=index,
+        seed=seed,
+        pool="train",
+        stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
+    )
+    fact = recipe.fact
+    if formats:
+        fact = dataclasses.replace(
+            fact, fmt=formats[derive_rng("train-config-format", seed, index).randrange(len(formats))]
+        )
+    asked = dict(fact.target_block[1])[fact.sub]
+    entries = [e for e in asked if e[0] == fact.key or e[0] in cv.PLAIN_SETTINGS]
+    fact = dataclasses.replace(
+        fact, target_block=(fact.top, [(fact.sub, entries)]), echo_block=None, distractors=()
+    )
+    family = cv.KEY_TYPE[fact.key]
+    keep: Callable[[FlatEntry], bool] = {
+        "copy": lambda e: e[2] in cv.PLAIN_SETTINGS,
+        "shapes": lambda e: cv.KEY_TYPE.get(e[2]) != family,
+        "lookalike": lambda e: True,
+    }[level]
+    stream = _FilteredStream(recipe.stream, keep)
+    recipe = dataclasses.replace(recipe, fact=fact, stream=stream)  # type: ignore[arg-type]
+    return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
+
+
 def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
     recipe: MultiTurnRecipe = make_multi_turn_recipe(
         target_tokens=0,
@@ -110,14 +174,22 @@ KIND_BUILDERS: dict[str, KindBuilder] = {
 
 
 def _builder(kind: str) -> KindBuilder | None:
-    """The builder of a kind; "config:env+sysctl" is the config kind restricted to those formats."""
+    """The builder of a kind; "config:env+sysctl" is the config kind restricted to those formats,
+    "config-copy" (any of CONFIG_LEVELS after the dash, formats optional) a curriculum level."""
     name, _, formats = kind.partition(":")
-    if name == "config" and formats:
-        chosen = tuple(formats.split("+"))
-        if any(f not in CONFIG_FORMATS for f in chosen):
+    base, _, level = name.partition("-")
+    chosen = tuple(formats.split("+")) if formats else ()
+    if base != "config" and (formats or level):
+        return None
+    if any(f not in CONFIG_FORMATS for f in chosen):
+        return None
+    if level:
+        if level not in CONFIG_LEVELS:
             return None
+        return functools.partial(_config_level_case, level=level, formats=chosen)
+    if chosen:
         return functools.partial(_config_case, formats=chosen)
-    return None if formats else KIND_BUILDERS.get(name)
+    return KIND_BUILDERS.get(name)
 
 
 def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None:
@@ -131,7 +203,8 @@ def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None
     if missing:
         raise BadInput(
             f"training kind(s) {', '.join(missing)} not implemented yet; available: {', '.join(KIND_BUILDERS)}"
-            f" (config:FORMAT+FORMAT restricts config to some of {', '.join(CONFIG_FORMATS)})"
+            f" (config:FORMAT+FORMAT restricts config to some of {', '.join(CONFIG_FORMATS)};"
+            f" config-LEVEL[:FORMATS] is a curriculum level, LEVEL one of {', '.join(CONFIG_LEVELS)})"
         )
 
 

@@ -65,6 +65,45 @@ def test_config_kind_can_be_restricted_to_some_formats() -> None:
         list(iter_training_examples(0, 1, 10, 20, ("config:xml",)))
 
 
+# Every value shape an askable family makes (suites/config_vocab.py), to count look-alikes.
+FAMILY_SHAPES = {
+    "port": re.compile(r"(?<![\w.-])\d{5}(?![\w.])"),
+    "timeout": re.compile(r"\b\d{5}ms\b"),
+    "host": re.compile(r"\b[a-z]+-[a-z0-9]{5}\.[a-z]+-[a-z]+\.internal\b"),
+    "ident": re.compile(r"\b(?:cli|tnt|cls|dep|bkt|sig)_[a-z0-9]{8}\b"),
+    "path": re.compile(r"/var/lib/[a-z]+/[a-z0-9]{6}\b"),
+}
+
+
+def _shapes(text: str) -> dict[str, list[str]]:
+    return {family: shape.findall(text) for family, shape in FAMILY_SHAPES.items()}
+
+
+def test_config_curriculum_levels_make_the_asked_value_the_only_one_of_its_shape() -> None:
+    seen_other_families = seen_lookalikes = 0
+    for level in ("copy", "shapes", "lookalike"):
+        for example in iter_training_examples(9, 40, 200, 400, (f"config-{level}",)):
+            found = _shapes(example.messages[0]["content"])
+            family = next(f for f, values in found.items() if example.answer in values)
+            others = sum(len(v) for f, v in found.items() if f != family)
+            if level == "copy":  # the one high-entropy value in the document
+                assert found[family] == [example.answer] and others == 0
+            elif level == "shapes":  # other families' values, none of the asked shape
+                assert found[family] == [example.answer]
+                seen_other_families += others > 0
+            else:
+                seen_lookalikes += len(found[family]) > 1
+    assert seen_other_families > 30 and seen_lookalikes > 20
+    fences = {
+        e.messages[0]["content"].split("\n", 1)[0]
+        for e in iter_training_examples(5, 30, 20, 80, ("config-copy:toml+ini",))
+    }
+    assert fences == {"```toml", "```ini"}
+    for bad in ("config-hard", "needle-copy", "config-copy:xml"):
+        with pytest.raises(BadInput, match="curriculum level"):
+            list(iter_training_examples(0, 1, 10, 20, (bad,)))
+
+
 def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "corpus.jsonl"
     argv = ["--out", str(out), "--n", "12", "--seed", "4", "--min-words", "20", "--max-words", "80"]

@@ -3,6 +3,8 @@
     python -m launchers.reference.training.train tokenizer            # weights/tokenizer.json (CPU, seconds)
     python -m launchers.reference.training.train init --out DIR       # random weights (for tests of the plumbing)
     python -m launchers.reference.training.train train --out DIR --minutes 7
+    python -m launchers.reference.training.train train --init DIR --out DIR2 --minutes 3 \
+        --kinds needle,config-copy --then 0.4:needle,config-shapes,config   # a curriculum
 
 Recipe (DeepSeek-V3.2 style, adapted to training from scratch in minutes):
 1. dense warm-up: DSA layers attend to every previous token; the indexer learns, by KL, the
@@ -176,6 +178,25 @@ def greedy_recall(
     return float(np.mean(hits))
 
 
+def curriculum_phases(kinds: str, then: list[str]) -> list[tuple[float, tuple[str, ...]]]:
+    """(start fraction of the time budget, kinds in rotation) per phase: the first from --kinds at
+    0, then one per --then FRAC:KINDS (e.g. 0.4:needle,config-shapes), in increasing FRAC."""
+    phases = [(0.0, tuple(kinds.split(",")))]
+    for item in then:
+        frac, sep, rest = item.partition(":")
+        try:
+            start = float(frac)
+        except ValueError:
+            start = -1.0
+        if not sep or not rest or not phases[-1][0] < start < 1:
+            raise SystemExit(
+                f"error: --then {item!r} is not FRAC:KINDS with FRAC in (0, 1) after the previous"
+                " phase's; write e.g. --then 0.4:needle,config-shapes"
+            )
+        phases.append((start, tuple(rest.split(","))))
+    return phases
+
+
 def autocast(device: torch.device) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
@@ -211,15 +232,20 @@ def train(args: argparse.Namespace) -> None:
     tok_path = str(args.tokenizer)
     tok = ChatTokenizer(Path(tok_path))
     t_start = time.time()
-    kinds = tuple(args.kinds.split(","))
-    source = BatchSource(
-        shard_specs(args.seed, args.shards, tok_path, args.max_tokens, kinds),
-        args.workers,
-        args.batch_tokens,
-        args.seed,
-    )
+    phases = curriculum_phases(args.kinds, args.then)
+    workers = max(1, args.workers // len(phases))
+    sources = [  # every phase's data made from the start, so a switch never waits for data
+        BatchSource(
+            shard_specs(args.seed + 100 * p, args.shards, tok_path, args.max_tokens, kinds),
+            workers,
+            args.batch_tokens,
+            args.seed + 100 * p,
+        )
+        for p, (_, kinds) in enumerate(phases)
+    ]
     val_lengths = tuple(int(n) for n in args.val_lengths.split(","))
-    val = validation_sets(tok_path, args.val_cases, val_lengths, tuple(dict.fromkeys(kinds)))
+    all_kinds = tuple(dict.fromkeys(k for _, kinds in phases for k in kinds))
+    val = validation_sets(tok_path, args.val_cases, val_lengths, all_kinds)
     if args.init:  # warm start (e.g. a second stage with a changed data mix)
         model = ReferenceModel.load(args.init)
         # a tokenizer extended with new tokens: the same network with new embedding rows
@@ -239,7 +265,7 @@ def train(args: argparse.Namespace) -> None:
         betas=(0.9, 0.95),
         fused=device.type == "cuda",
     )
-    source.wait(8)
+    sources[0].wait(8)
     print(f"params {n_params}; data ready after {time.time() - t_start:.1f}s", flush=True)
     budget = args.minutes * 60
     t0 = time.time()
@@ -259,7 +285,10 @@ def train(args: argparse.Namespace) -> None:
             sparse_since = step
             print(f"step {step}: switching to sparse training at {elapsed:.0f}s", flush=True)
         topk = None if sparse_since is None or random.random() < 0.1 else random.choice(TOPK_CHOICES)
-        kind, samples = source.sample()
+        phase = sum(1 for start, _ in phases[1:] if frac >= start)
+        if phase and sources[phase].batches == []:
+            sources[phase].wait(1)
+        kind, samples = sources[phase].sample()
         batch = make_batch(samples, args.n_lm, np_rng, tok.pad_token_id).to(device)
         loss, stats = losses(model, batch, topk)
         opt.zero_grad(set_to_none=True)
@@ -274,10 +303,11 @@ def train(args: argparse.Namespace) -> None:
             rec = {
                 "step": step,
                 "t": round(elapsed, 1),
+                "phase": phase,
                 "lr": lr,
                 "gnorm": round(gnorm, 3),
                 "topk": topk,
-                "examples": source.examples,
+                "examples": sum(src.examples for src in sources),
                 **{k: round(v, 4) for k, v in ema.items()},
             }
             log.write(json.dumps(rec) + "\n")
@@ -308,11 +338,12 @@ def train(args: argparse.Namespace) -> None:
                     "params": n_params,
                     "val_recall_topk512_bf16": recalls,
                     "sparse_from_step": sparse_since,
-                    "examples_generated": source.examples,
+                    "examples_generated": sum(src.examples for src in sources),
                     "args": vars(args),
                 }
                 save_checkpoint(model, out, meta, Path(tok_path))
-    source.close()
+    for src in sources:
+        src.close()
     print(f"done: {step} steps in {time.time() - t0:.0f}s, best val score {best:.3f}", flush=True)
 
 
@@ -346,6 +377,14 @@ def main() -> None:
         default=",".join(KINDS),
         help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it;"
         " config:env+sysctl restricts config documents to those formats)",
+    )
+    p_train.add_argument(
+        "--then",
+        action="append",
+        default=[],
+        metavar="FRAC:KINDS",
+        help="a curriculum: from FRAC of the time budget on, train on KINDS instead (repeatable;"
+        " e.g. --kinds needle,config-copy --then 0.4:needle,config-shapes,config)",
     )
     p_train.add_argument(
         "--tokenizer",

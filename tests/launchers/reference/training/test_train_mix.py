@@ -14,7 +14,12 @@ import pytest
 from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
-from launchers.reference.training.train import shard_specs, validation_score, validation_sets
+from launchers.reference.training.train import (
+    curriculum_phases,
+    shard_specs,
+    validation_score,
+    validation_sets,
+)
 
 TOKENIZER = str(WEIGHTS_DIR / "tokenizer.json")
 TOK = ChatTokenizer(Path(TOKENIZER))
@@ -46,6 +51,35 @@ def test_validation_score_weights_each_kind_equally() -> None:
         "config@4096": 0.5,
     }
     assert validation_score(recalls) == pytest.approx((1.0 + 0.25) / 2)
+
+
+def test_curriculum_phases_start_at_their_fraction_in_order() -> None:
+    phases = curriculum_phases("needle,config-copy", ["0.4:needle,config-shapes", "0.7:config"])
+    assert phases == [
+        (0.0, ("needle", "config-copy")),
+        (0.4, ("needle", "config-shapes")),
+        (0.7, ("config",)),
+    ]
+    for bad in (["0.5"], ["x:needle"], ["0.7:needle", "0.4:config"], ["1.0:needle"], ["0.5:"]):
+        with pytest.raises(SystemExit, match="FRAC:KINDS"):
+            curriculum_phases("needle", bad)
+
+
+@pytest.mark.slow
+def test_short_cpu_curriculum_run_validates_every_phase_kind(tmp_path: Path) -> None:
+    out = tmp_path / "ckpt"
+    args = ["train", "--init", str(WEIGHTS_DIR), "--out", str(out), "--device", "cpu", "--minutes", "0.1",
+            "--kinds", "needle,config-copy", "--then", "0.5:config-shapes", "--shards", "2", "--workers", "2",
+            "--val-cases", "1", "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096",
+            "--max-tokens", "800"]  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "launchers.reference.training.train", *args], check=True, timeout=600
+    )
+    meta = json.loads((out / "training.json").read_text())
+    assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config-copy@400", "config-shapes@400"}
+    assert meta["args"]["then"] == ["0.5:config-shapes"]
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert any("val_recall" in rec for rec in log)
 
 
 @pytest.mark.slow
