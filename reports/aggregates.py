@@ -87,7 +87,7 @@ class SuiteGrid:
 
 @dataclass(frozen=True)
 class LengthFrame:
-    """Recall and throughput of every case at one target length (all suites together)."""
+    """One target length: recall of the pass/miss suites' cases there, throughput of every case there."""
 
     target_tokens: int
     cases: int
@@ -165,10 +165,16 @@ def count_outcomes(data: ResultsLike) -> dict[Outcome, int]:
     return {o: int(counts.get(o, 0)) for o in ALL_OUTCOMES}
 
 
+def pass_miss(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of pass/miss suites: recall and its effective length are theirs alone; a scored suite's
+    rows (a metric grades them) have a mean score instead (recall_eval.stats.score_table)."""
+    return frame[frame["metric"].isna()] if "metric" in frame else frame
+
+
 def recall_by_length(data: ResultsLike) -> dict[int, float | None]:
-    """Recall per target length over answered cases; None where a length has no answered case.
-    Lengths where every case was not applicable are left out (nothing was measured there)."""
-    frame = as_frame(data)
+    """Recall per target length over the pass/miss suites' answered cases; None where a length has no
+    answered case. Lengths where every case was not applicable are left out (nothing was measured there)."""
+    frame = pass_miss(as_frame(data))
     table = recall_table(frame[~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)], ["target_tokens"])
     return {int(length): _none(value) for length, value in table["recall"].items()}
 
@@ -248,20 +254,24 @@ def suites_in(data: ResultsLike, planned: Iterable[str] = ()) -> tuple[str, ...]
 
 
 def length_frames(data: ResultsLike) -> list[LengthFrame]:
-    """Per target length: recall with its interval, and medians of the answered requests' timings."""
+    """Per target length: recall with its interval over the pass/miss suites' cases (None at a length
+    with none answered: scored suites are not pooled in), and medians of every answered request's timings."""
     frame = as_frame(data)
     if frame.empty:
         return []
-    recall = recall_table(frame, ["target_tokens"])
+    lengths = sorted(set(frame["target_tokens"]))
+    recall = recall_table(pass_miss(frame), ["target_tokens"]).reindex(lengths)
+    recall[["passes", "answered"]] = recall[["passes", "answered"]].fillna(0)
     grouped = frame.groupby("target_tokens")
     columns = ["prompt_tokens", "ttft_s", "prefill_tps", "decode_tps"]
     medians = grouped[columns].agg(lambda values: percentile(values.astype(float), 50))
     ttft_p95 = grouped["ttft_s"].agg(lambda values: percentile(values, 95))
     timed = grouped["ttft_s"].count()
+    cases = grouped.size()
     return [
         LengthFrame(
             target_tokens=int(length),
-            cases=int(row["cases"]),
+            cases=int(cases[length]),
             passes=int(row["passes"]),
             answered=int(row["answered"]),
             recall=_none(row["recall"]),

@@ -54,8 +54,8 @@ def _where(pair: PairFrame, gaining: bool) -> str:
 
 def _recall_sentence(pair: PairFrame) -> str:
     a, b, test = pair.a.label, pair.b.label, pair.overall
-    pooled = " pooled over suites" if pair.a.summary.pooled else ""
-    rates = f"recall{pooled} {share(pair.a.summary.recall)} → {share(pair.b.summary.recall)}"
+    pooled = " pooled over suites" if pair.a.recall_summary.pooled else ""
+    rates = f"recall{pooled} {share(pair.a.recall_summary.recall)} → {share(pair.b.recall_summary.recall)}"
     if test.paired == 0:
         return f"{b} vs {a}: no case was answered by both servers, so recall cannot be compared"
     if test.p_value < SIGNIFICANCE and test.gained != test.lost:

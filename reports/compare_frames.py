@@ -30,6 +30,7 @@ from recall_eval.stats import (
 from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import Result, Run
 from reports import aggregates
+from reports.task_scores import ScoreSummary, score_summary
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,12 @@ class VariantFrame:
     run_dir: Path
     status: str
     profile_summary: str
-    summary: aggregates.Summary  # overall recall with Wilson interval, effective length, outcome counts
+    summary: aggregates.Summary  # every case: counts and outcomes (its recall pools scored cases: not shown)
+    recall_summary: aggregates.Summary  # pass/miss suites only: recall with Wilson interval, effective length
+    scores: ScoreSummary | None  # scored suites only: mean score, by length, RULER effective length
     suite_summaries: dict[str, aggregates.Summary]
     grids: dict[str, aggregates.SuiteGrid]  # per suite, over the compare's common lengths and depths
-    lengths: dict[int, aggregates.LengthFrame]  # per length: recall with interval, throughput (all suites)
+    lengths: dict[int, aggregates.LengthFrame]  # per length: pass/miss recall with interval, throughput
     throughput: Throughput  # medians over every answered request
     memory: MemoryPlan
     interleaved: bool = False  # run.json: its requests were interleaved with another variant's
@@ -158,7 +161,8 @@ class VariantFrame:
 
     @property
     def effective_length(self) -> int | None:
-        return self.summary.effective_length
+        """Of the pass/miss suites (pooled when several); scored suites have scores.ruler_effective_length."""
+        return self.recall_summary.effective_length
 
 
 def _profile_summary(run: Run) -> str:
@@ -188,6 +192,8 @@ def variant_frame(
         status=variant.run.status,
         profile_summary=_profile_summary(variant.run),
         summary=aggregates.summarize(frame, planned=suites),
+        recall_summary=aggregates.summarize(aggregates.pass_miss(frame), planned=suites),
+        scores=score_summary(frame, tuple(suites)),
         suite_summaries={suite: aggregates.summarize(frame[frame["suite"] == suite]) for suite in suites},
         grids={suite: aggregates.suite_grid(frame, suite, lengths, depths) for suite in suites},
         lengths={row.target_tokens: row for row in aggregates.length_frames(frame)},

@@ -124,13 +124,23 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
                 "status": v.status,
                 "server": v.profile_summary,
                 "cases": v.summary.cases,
-                "passes": v.summary.passes,
-                "answered": v.summary.answered,
-                "recall": v.summary.recall,
-                "recall_ci95": _interval(v.summary.ci_low, v.summary.ci_high),
-                "effective_length": v.summary.effective_length,
-                "effective_length_pooled": v.summary.pooled,
-                "effective_length_by_suite": v.summary.suite_effective_lengths,
+                # recall and its effective length: pass/miss suites only (pooled when several)
+                "passes": v.recall_summary.passes,
+                "answered": v.recall_summary.answered,
+                "recall": v.recall_summary.recall,
+                "recall_ci95": _interval(v.recall_summary.ci_low, v.recall_summary.ci_high),
+                "effective_length": v.recall_summary.effective_length,
+                "effective_length_pooled": v.recall_summary.pooled,
+                "effective_length_by_suite": v.recall_summary.suite_effective_lengths,
+                # scored suites: mean score, per length RULER's task average, effective length at 85.6
+                "score": None
+                if v.scores is None
+                else {
+                    "mean": v.scores.score,
+                    "answered": v.scores.answered,
+                    "by_length": {str(n): value for n, value in v.scores.by_length.items()},
+                    "ruler_effective_length": v.scores.ruler_effective_length,
+                },
                 "outcomes": v.summary.outcomes,
                 "per_length": [
                     {
@@ -198,6 +208,7 @@ def render_html(
     env.filters.update(p_value=format_p, pct=signed_percent, points=score_points)
     env.globals.update(pct_change=_pct_change, METRICS=METRICS, reused_age=reused_age)
     template = env.get_template("compare.html.j2")
+    score_lengths = sorted({n for v in data.variants if v.scores for n in v.scores.by_length})
     run_links = {
         v.label: (Path(v.run_dir) / "report.html").as_posix()
         for v in manifest.variants
@@ -210,7 +221,15 @@ def render_html(
         verdict=text,
         run_links=run_links,
         reused={v.label: v.reused for v in manifest.variants},
-        length_chart=_png_uri(length_recall_png(data.variants, data.lengths)),
+        # pass/miss suites' recall only; none to draw when every suite is scored
+        length_chart=_png_uri(length_recall_png(data.variants, data.lengths))
+        if any(f.recall is not None for v in data.variants for f in v.lengths.values())
+        else None,
+        score_lengths=score_lengths,
+        # lengths where only scored suites ran have no recall row
+        recall_lengths=[
+            n for n in data.lengths if n not in score_lengths or any(n in p.by_length for p in data.pairs)
+        ],
         coverage=coverage or [],
         tasks=tasks or [],
     )

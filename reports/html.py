@@ -146,10 +146,6 @@ def _score_of(rows: pd.DataFrame) -> dict[str, Any]:
     return {"score": None if pd.isna(mean) else float(mean), "metric": str(metrics.iloc[0])}
 
 
-def _pass_miss(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["metric"].isna()] if "metric" in frame else frame
-
-
 def _figure_of(frame: pd.DataFrame, suite: str) -> str:
     """What a suite's heatmap shows: mean score for a scored suite, recall for a pass/miss one."""
     return "score" if frame.loc[frame["suite"] == suite, "metric"].notna().any() else "recall"
@@ -190,7 +186,7 @@ def render_html(
         run=run,
         summary=aggregates.summarize(frame, planned=run.spec.suites),
         # recall is the figure of pass/miss suites only; scored suites have theirs in the task table
-        recall_summary=aggregates.summarize(_pass_miss(frame), planned=run.spec.suites),
+        recall_summary=aggregates.summarize(aggregates.pass_miss(frame), planned=run.spec.suites),
         suites=suites,
         lengths=aggregates.length_frames(frame),
         tasks=task_table(frame, run.spec.suites),

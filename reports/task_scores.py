@@ -85,3 +85,32 @@ def task_table(frame: pd.DataFrame, planned: tuple[str, ...] = ()) -> TaskTable 
             )
         )
     return TaskTable(lengths=lengths, rows=tuple(rows))
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """A run's scored suites in one row, beside the pass/miss suites' pooled recall: the mean score over
+    their answered cases (stats.score_table, as the console line and --fail-under state it), and per
+    length the mean of the tasks' scores (RULER's 'Avg.') with the effective length at RULER's threshold
+    over it (None when even the shortest length falls below)."""
+
+    score: float | None
+    answered: int
+    by_length: dict[int, float | None]
+    ruler_effective_length: int | None
+    ruler_threshold: float = RULER_THRESHOLD
+
+
+def score_summary(frame: pd.DataFrame, planned: tuple[str, ...] = ()) -> ScoreSummary | None:
+    """The frame's scored suites summed up (ScoreSummary); None when it has none."""
+    table = task_table(frame, planned)
+    if table is None:
+        return None
+    whole = score_table(frame[frame["metric"].notna()]).iloc[0]
+    by_length = table.averages()
+    return ScoreSummary(
+        score=_value(whole["score"]),
+        answered=int(whole["answered"]),
+        by_length=by_length,
+        ruler_effective_length=effective_length(pd.Series(by_length, dtype=float), RULER_THRESHOLD),
+    )

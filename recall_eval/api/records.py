@@ -12,7 +12,7 @@ import pandas as pd
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of, headline_frame, planned_cases
-from recall_eval.stats import recall_table
+from recall_eval.stats import recall_table, score_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
 
@@ -76,19 +76,39 @@ class RunRecord:
         `outcome`/`passed` the run's headline verdict (Run.scoring; recall_eval.frame.headline_frame)."""
         return headline_frame(frame_of([(self.run, self.results)]), self.run.scoring)
 
+    @cached_property
+    def _recall_row(self) -> pd.Series:
+        """The stats.recall_table row of the pass/miss suites' cases: a scored suite's cases (a metric
+        grades them in [0, 1]) have a score, not a pass (see `score`)."""
+        frame = self.frame
+        plain = frame[frame["metric"].isna()] if "metric" in frame else frame
+        return recall_table(plain).iloc[0]
+
     @property
     def passes(self) -> int:
-        return int(recall_table(self.frame).iloc[0]["passes"])
+        """Passes of the pass/miss suites' cases."""
+        return int(self._recall_row["passes"])
 
     @property
     def answered(self) -> int:
-        """Cases answered by a live model (the recall denominator; infrastructure outcomes excluded)."""
-        return int(recall_table(self.frame).iloc[0]["answered"])
+        """Pass/miss suites' cases answered by a live model (the recall denominator; infrastructure
+        outcomes excluded)."""
+        return int(self._recall_row["answered"])
 
     @property
     def recall(self) -> float | None:
-        """Passes over answered cases, all suites pooled; None when nothing was answered."""
-        value = recall_table(self.frame).iloc[0]["recall"]
+        """Passes over answered cases of the pass/miss suites, pooled when several; None when nothing
+        of theirs was answered."""
+        value = self._recall_row["recall"]
+        return None if pd.isna(value) else float(value)
+
+    @property
+    def score(self) -> float | None:
+        """Mean score of the scored suites' answered cases (stats.score_table); None without any."""
+        frame = self.frame
+        if "metric" not in frame or not frame["metric"].notna().any():
+            return None
+        value = score_table(frame[frame["metric"].notna()]).iloc[0]["score"]
         return None if pd.isna(value) else float(value)
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from recall_eval import api
 from recall_eval.cli.app import app
-from recall_eval.formatting import percent
+from recall_eval.formatting import percent, score_points
 from recall_eval.store import runs_home
 from recall_eval.target_facts import target_facts
 
@@ -68,7 +68,8 @@ def run_json(record: api.RunRecord) -> dict[str, Any]:
         "cases_total": record.cases_total,
         "passes": record.passes,
         "answered": record.answered,
-        "recall": record.recall,
+        "recall": record.recall,  # pass/miss suites only
+        "score": record.score,  # scored suites: mean score in [0, 1]
         "created_at": record.run.created_at,
         "finished_at": record.run.finished_at,
         "report": str(record.report) if record.report else None,
@@ -95,7 +96,17 @@ def _run_row(record: api.RunRecord) -> list[str]:
     if target["engine"] == "external":
         profile = target["base_url"] or "external"
     topk = target["index_topk"]
-    passes, answered = record.passes, record.answered
+    passes, answered, score = record.passes, record.answered, record.score
+    frame = record.frame
+    plain = (
+        frame.loc[frame["metric"].isna(), "suite"].nunique()
+        if "metric" in frame
+        else frame["suite"].nunique()
+    )
+    figures = [  # recall of the pass/miss suites (pooled when several), the scored suites' mean score
+        f"{percent(record.recall)}{' pooled' if plain > 1 else ''} ({passes}/{answered})" if answered else "",
+        f"score {score_points(score)}" if score is not None else "",
+    ]
     return [
         record.run_id,
         record.status,
@@ -106,11 +117,7 @@ def _run_row(record: api.RunRecord) -> list[str]:
         ",".join(record.run.spec.suites),
         _lengths_text(record.run.spec.lengths),
         f"{record.cases_done}/{record.cases_total if record.cases_total is not None else '?'}",
-        (
-            f"{percent(record.recall)}{' pooled' if len(record.run.spec.suites) > 1 else ''} ({passes}/{answered})"
-        )
-        if answered
-        else "-",
+        ", ".join(figure for figure in figures if figure) or "-",
         _when(record.run.created_at),
     ]
 

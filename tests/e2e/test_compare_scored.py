@@ -100,3 +100,58 @@ def test_scored_compare_states_the_score_difference_and_gates_on_it(servers, tmp
     assert summary.attrs["data-suite"] == "jsonl:pairs"
     (diff,) = document.find_all("img", cls="diff-heatmap")
     assert "mean score difference" in diff.attrs["alt"]
+
+
+def test_scored_cases_stay_out_of_recall_in_variants_lengths_runs_and_run_report(servers, tmp_path):
+    """A compare of a pass/miss suite (needle: the scripted servers answer "no idea", all misses) and the
+    scored file: recall, its effective length and recall by length are over the needle cases only, the
+    file's scores stand beside them (mean, RULER effective length, by length); the same in `runs` and in
+    each run's own report. Pooling them as pass/miss made A's recall 10/12 and its effective length the
+    file's length."""
+    suite = f"needle,jsonl:{_file(tmp_path)}"
+    done = run_cli(
+        "compare", "A", "B", "--base-url", servers[0], "--base-url", servers[1], "--suite", suite,
+        "--lengths", "600", "--depths", "50", "--trials", "2",
+    )  # fmt: skip
+    html = Path(done.stdout.strip().splitlines()[-1])
+    assert html.name == "compare.html", done.stderr
+    computed = json.loads((html.parent / "compare.json").read_text())
+    a, b = computed["numbers"]["variants"]
+    assert a["cases"] == ROWS + 2 and (a["passes"], a["answered"], a["recall"]) == (0, 2, 0.0)
+    assert a["effective_length"] is None and list(a["effective_length_by_suite"]) == ["needle"]
+    assert a["score"]["mean"] == pytest.approx(1.0) and b["score"]["mean"] == pytest.approx(0.6)
+    assert a["score"]["answered"] == b["score"]["answered"] == ROWS
+    (file_length,) = {int(n) for n in a["score"]["by_length"]}  # every row has the same words
+    assert (
+        a["score"]["ruler_effective_length"] == file_length and b["score"]["ruler_effective_length"] is None
+    )
+    # recall by length: the file's length has no pass/miss case, so no recall there
+    by_length = {row["length"]: row for row in a["per_length"]}
+    assert by_length[file_length]["answered"] == 0 and by_length[file_length]["recall"] is None
+    assert sum(row["answered"] for row in a["per_length"]) == 2
+    document = parse(html.read_text())
+    rows = {
+        row.attrs["data-label"]: row
+        for row in document.by_id("variants-table").find_all("tr", cls="variant-row")
+    }
+    assert rows["A"].attrs["data-answered"] == "2" and rows["A"].attrs["data-effective-length"] == ""
+    assert float(rows["B"].attrs["data-score"]) == pytest.approx(0.6)
+    assert rows["A"].attrs["data-ruler-effective-length"] == str(file_length)
+    assert "pass/miss suites" in document.by_id("recall-head").text
+    cells = document.by_id("length-scores").find_all("td", data_variant="B")
+    assert [float(cell.attrs["data-score"]) for cell in cells] == pytest.approx([0.6])
+    recall_rows = document.by_id("length-recall").find_all("tr", cls="length-row")
+    assert [row.attrs["data-length"] for row in recall_rows] == ["600"]  # none for the file's length
+    # `runs`: recall of the needle cases, the file's score beside it
+    listed = run_cli("runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    runs = {run["variant"]: run for run in json.loads(listed.stdout)["runs"]}
+    assert (runs["A"]["passes"], runs["A"]["answered"]) == (0, 2) and runs["B"]["score"] == pytest.approx(0.6)
+    table = run_cli("runs")
+    line = next(line for line in table.stdout.splitlines() if " B " in line and "needle" in line)
+    assert "0.0% (0/2), score 60.0" in line, line
+    # each run's own report: the per-length table's recall leaves the file's cases out
+    run_dir = html.parent / json.loads((html.parent / "compare.json").read_text())["variants"][0]["run_dir"]
+    report = parse((run_dir / "report.html").read_text())
+    lengths = {row.attrs["data-length"]: row for row in report.find_all("tr", cls="throughput-row")}
+    assert lengths[str(file_length)].attrs["data-recall"] == ""

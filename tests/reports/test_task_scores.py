@@ -8,10 +8,10 @@ import pytest
 from recall_eval.compare_store import CompareManifest, CompareVariant, relative_run_dir
 from recall_eval.frame import frame_of
 from recall_eval.types import Completion, Result
-from reports.aggregates import suite_grid
+from reports.aggregates import length_frames, suite_grid
 from reports.compare_report import write_compare
 from reports.heatmap import cell_text
-from reports.task_scores import RULER_THRESHOLD, task_table
+from reports.task_scores import RULER_THRESHOLD, score_summary, task_table
 from tests.reports.compare_builders import run_of, store_run
 
 
@@ -87,3 +87,27 @@ def test_a_scored_cell_reads_its_mean_score_and_a_pass_miss_cell_its_passes():
     assert cell.score == pytest.approx(0.6) and cell_text(cell) == ("60", "n=2")
     plain = cell.__class__(cell.suite, 4096, 50.0, cell.outcomes, recall=0.5)
     assert cell_text(plain) == ("1/2", "")
+
+
+def test_a_runs_score_summary_and_its_lengths_recall_leave_pass_miss_and_scored_apart():
+    needle = Result(
+        case_id="needle-4096", suite="needle", variant="default", outcome="miss", target_tokens=4096,
+        depth_percent=50.0, started_at=0.0, finished_at=1.0, completion=Completion(text="x"),
+    )  # fmt: skip
+    results = [
+        # task averages: 4K (1.0 + 0.9)/2 = 0.95 holds 85.6, 8K (0.9 + 0.8)/2 = 0.85 does not -> 4K
+        _result("vt", 4096, 0, 1.0, "pass"), _result("cwe", 4096, 0, 0.9),
+        _result("vt", 8192, 0, 0.9), _result("cwe", 8192, 0, 0.8),
+        needle,
+    ]  # fmt: skip
+    frame = frame_of([(None, results)])
+    summary = score_summary(frame)
+    assert summary is not None and summary.answered == 4
+    assert summary.score == pytest.approx((1.0 + 0.9 + 0.9 + 0.8) / 4)
+    assert summary.by_length == pytest.approx({4096: 0.95, 8192: 0.85})
+    assert summary.ruler_effective_length == 4096
+    # recall per length: the needle's one miss at 4K; the vt pass (score 1) is not a pass; 8K has no recall
+    lengths = {row.target_tokens: row for row in length_frames(frame)}
+    assert (lengths[4096].passes, lengths[4096].answered, lengths[4096].recall) == (0, 1, 0.0)
+    assert lengths[4096].cases == 3 and (lengths[8192].answered, lengths[8192].recall) == (0, None)
+    assert score_summary(frame[frame["metric"].isna()]) is None
