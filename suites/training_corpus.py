@@ -69,14 +69,9 @@ def _needle_case(seed: int, index: int, filler_words: int, depth: float, taken: 
     return recipe.render(filler_words)
 
 
-def _config_case(
-    seed: int,
-    index: int,
-    filler_words: int,
-    depth: float,
-    taken: set[str],
-    formats: Sequence[str] = (),
-) -> Case:
+def _train_config_recipe(seed: int, index: int, depth: float, formats: Sequence[str]):
+    """The training pool's config recipe of document `index`; with `formats`, one of those formats only
+    (a curriculum: the blocks do not depend on the format)."""
     recipe = make_config_recipe(
         target_tokens=0,
         depth_percent=depth,
@@ -85,9 +80,21 @@ def _config_case(
         pool="train",
         stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
     )
-    if formats:  # a curriculum: only these formats (the blocks do not depend on the format)
+    if formats:
         fmt = formats[derive_rng("train-config-format", seed, index).randrange(len(formats))]
         recipe = dataclasses.replace(recipe, fact=dataclasses.replace(recipe.fact, fmt=fmt))
+    return recipe
+
+
+def _config_case(
+    seed: int,
+    index: int,
+    filler_words: int,
+    depth: float,
+    taken: set[str],
+    formats: Sequence[str] = (),
+) -> Case:
+    recipe = _train_config_recipe(seed, index, depth, formats)
     # every layout the evaluation may send (short lengths use the smaller ones), in equal shares
     for _ in range(derive_rng("train-config-layout", seed, index).randrange(len(CONFIG_LAYOUTS))):
         recipe = recipe.smaller() or recipe
@@ -121,19 +128,8 @@ def _config_level_case(
     formats: Sequence[str] = (),
 ) -> Case:
     """A config case of a curriculum level (CONFIG_LEVELS): the asked entry alone in its section."""
-    recipe = make_config_recipe(
-        target_tokens=0,
-        depth_percent=depth,
-        trial=index,
-        seed=seed,
-        pool="train",
-        stream=ConfigStream(f"train:config:{seed}:{index}", "train"),
-    )
+    recipe = _train_config_recipe(seed, index, depth, formats)
     fact = recipe.fact
-    if formats:
-        fact = dataclasses.replace(
-            fact, fmt=formats[derive_rng("train-config-format", seed, index).randrange(len(formats))]
-        )
     asked = dict(fact.target_block[1])[fact.sub]
     entries = [e for e in asked if e[0] == fact.key or e[0] in cv.PLAIN_SETTINGS]
     fact = dataclasses.replace(
