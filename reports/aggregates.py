@@ -288,19 +288,41 @@ def length_frames(data: ResultsLike) -> list[LengthFrame]:
     ]
 
 
-def failures(data: ResultsLike) -> list[dict[str, Any]]:
-    """Every case that did not pass, in grid order (suite, length, depth, trial), as plain dicts;
-    not-applicable cells are not failures (the heatmap shows them as N/A)."""
-    frame = as_frame(data)
-    failed = frame[~frame["passed"] & ~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES)].sort_values(
-        ["suite", "target_tokens", "depth_percent", "trial", "case_id"]
-    )
-    rows = []
-    for record in failed.to_dict("records"):
+_GRID_ORDER = ["suite", "target_tokens", "depth_percent", "trial", "case_id"]
+
+
+def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """Frame rows as plain dicts for templates, `expected` decoded to its list of values."""
+    records = []
+    for record in rows.to_dict("records"):
         record = {key: _none(value) for key, value in record.items()}
         record["expected"] = json.loads(record["expected"] or "[]")
-        rows.append(record)
-    return rows
+        records.append(record)
+    return records
+
+
+def _graded(frame: pd.DataFrame) -> pd.Series:
+    """Rows a metric graded (a scored suite's answered cases): they have a score, not a pass/miss."""
+    if "score" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["score"].notna() & frame["metric"].notna()
+
+
+def failures(data: ResultsLike) -> list[dict[str, Any]]:
+    """Every case that did not pass, in grid order (suite, length, depth, trial), as plain dicts;
+    not-applicable cells are not failures (the heatmap shows them as N/A), nor are a scored suite's
+    graded answers (their partial credit is in lowest_scores); its unanswered cases still are."""
+    frame = as_frame(data)
+    failed = frame[~frame["passed"] & ~frame["outcome"].isin(NOT_APPLICABLE_OUTCOMES) & ~_graded(frame)]
+    return _records(failed.sort_values(_GRID_ORDER))
+
+
+def lowest_scores(data: ResultsLike) -> list[dict[str, Any]]:
+    """A scored suite's graded cases with a score below 1, lowest first (then grid order), as plain dicts."""
+    frame = as_frame(data)
+    low = frame[_graded(frame)]
+    low = low[low["score"] < 1]
+    return _records(low.sort_values(["score", *_GRID_ORDER]))
 
 
 def strict_misses(data: ResultsLike) -> list[dict[str, Any]]:

@@ -191,6 +191,7 @@ def render_html(
         lengths=aggregates.length_frames(frame),
         tasks=task_table(frame, run.spec.suites),
         failures=aggregates.failures(frame),
+        lowest_scores=aggregates.lowest_scores(frame),
         strict_misses=aggregates.strict_misses(frame),
         off_target=aggregates.off_target(frame),
         tokenizer_text=", ".join(
