@@ -31,7 +31,7 @@ from recall_eval.calibration import tolerance
 from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
-from recall_eval.indexer_capture import IndexerCapture
+from recall_eval.indexer_capture import Generation, IndexerCapture
 from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import ECHO_WORDS, PromptText, cut_in_reasoning, score_completion
@@ -58,6 +58,8 @@ class RunnerSettings:
     # the budget of a thinking run, used once an answer shows reasoning when max_tokens was not given
     # (None: the user chose max_tokens, or it is already a thinking budget)
     thinking_max_tokens: int | None = None
+    # run.json says an earlier session of this run already raised the budget (a resume): start raised
+    thinking_learned: bool = False
 
 
 def answer_budget(case: Case, max_tokens: int, case_budgets: bool) -> int:
@@ -123,7 +125,8 @@ class Runner:
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
-        self.thinking_budget: int | None = None  # set once a reasoning server is seen (thinking_max_tokens)
+        # set once a reasoning server is seen (thinking_max_tokens); from the start when a resume learned it
+        self.thinking_budget: int | None = settings.thinking_max_tokens if settings.thinking_learned else None
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
         done = self.store.final_case_ids(retry=self.settings.retry)
@@ -242,14 +245,10 @@ class Runner:
         try:
             give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
             budget = self._budget(case)
-            if self.capture is not None:
-                generation = await self.capture.complete(case, budget, give_up)
-                completion = generation.completion
-            else:
-                completion = await client.complete(case.messages, budget, give_up)
-                self._note_reasoning(completion)
-                if budget < self._budget(case) and cut_in_reasoning(completion):  # again, with the new budget
-                    completion = await client.complete(case.messages, self._budget(case), give_up)
+            generation, completion = await self._send(case, budget, client, give_up)
+            self._note_reasoning(completion)
+            if budget < self._budget(case) and cut_in_reasoning(completion):  # again, with the new budget
+                generation, completion = await self._send(case, self._budget(case), client, give_up)
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
@@ -282,6 +281,15 @@ class Runner:
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
+
+    async def _send(
+        self, case: Case, budget: int, client: ChatClient, give_up: Callable[[], bool]
+    ) -> tuple[Generation | None, Completion]:
+        """One request for the case: /generate when the run captures the indexer, else the chat API."""
+        if self.capture is not None:
+            generation = await self.capture.complete(case, budget, give_up)
+            return generation, generation.completion
+        return None, await client.complete(case.messages, budget, give_up)
 
     def _note_reasoning(self, completion: Completion) -> None:
         """A reasoning answer under the default budget: switch to the thinking budget (once, one line)."""

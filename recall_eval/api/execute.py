@@ -235,6 +235,7 @@ async def prepared_sweep(
             context_limit=limit,
             retry=retry,
             thinking_max_tokens=None if spec.max_tokens_given else THINKING_MAX_TOKENS,
+            thinking_learned=adapted.THINKING_BUDGET in adaptations,  # a resume keeps the raised budget
         )
         redact = store.redactor.text
         runner_hooks = RunnerHooks(

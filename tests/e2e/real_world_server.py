@@ -102,6 +102,7 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
                 "counting": counting,
                 "keys": sorted(body),
                 "chat_template_kwargs": body.get("chat_template_kwargs"),
+                "max_tokens": body.get("max_tokens"),
                 "authorization": request.headers.get("authorization", ""),
             }
         )

@@ -337,6 +337,28 @@ def test_a_reasoner_under_the_default_budget_gets_the_thinking_budget(served, tm
     assert completed.stderr.count("the server reasons before answering") == 1
 
 
+def test_a_resume_starts_with_the_budget_the_run_learned(served, tmp_path):
+    """An interrupted run that had raised its budget resumes at the thinking budget from its first
+    answer request: no case is sent at the small budget and cut inside its reasoning again."""
+    server = served("--tokenize", "--reason-words", "60")
+    completed, run, results, run_dir = sweep(tmp_path / "out", "--base-url", server.url)
+    assert completed.returncode == 0, completed.stderr
+    assert "thinking_budget" in run.adaptations
+    # as an interrupt leaves it: one case recorded, the run marked interrupted
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    (run_dir / "results.jsonl").write_text(lines[0] + "\n")
+    stored = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**stored, "status": "interrupted"}))
+    before = len(server.seen())
+    resumed = run_cli("sweep", "--resume", str(run_dir), "--no-report", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    answers = [request for request in server.seen()[before:] if not request["counting"]]
+    assert [request["max_tokens"] for request in answers] == [THINKING_MAX_TOKENS], answers
+    assert "the server reasons before answering" not in resumed.stderr  # said once, in the first session
+    _, final = load_run(run_dir)
+    assert all_pass(final) and len(final) == len(results)
+
+
 def test_a_budget_eaten_by_reasoning_is_said_with_its_own_exit_code(served, tmp_path):
     server = served("--tokenize", "--reason-words", "60")
     completed, run, results, run_dir = sweep(tmp_path / "out", "--base-url", server.url, "--max-tokens", "32")

@@ -14,9 +14,10 @@ import pytest
 
 from launchers.ports import free_port
 from recall_eval.chat_client import ChatClient
+from recall_eval.indexer_capture import Generation
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
 from recall_eval.store import RunStore
-from recall_eval.types import Case, ChatMessage, Endpoint, Run, RunSpec, ServerDeath
+from recall_eval.types import Case, ChatMessage, Completion, Endpoint, Run, RunSpec, ServerDeath
 
 SERVER = Path(__file__).with_name("tiny_server.py")
 
@@ -179,3 +180,46 @@ async def test_without_handle_dead_server_is_error(tmp_path, server):
     [result] = store.results()
     assert result.outcome == "error"
     assert "Connect" in result.error and "after 2 attempts" in result.error
+
+
+class ReasoningCapture:
+    """An --capture-indexer stand-in for a model that reasons for 60 tokens before answering: under a
+    smaller budget its /generate answer is cut inside the <think> block (finish_reason length)."""
+
+    reasoning_tokens = 60
+
+    def __init__(self) -> None:
+        self.budgets: list[int] = []
+
+    async def complete(self, case: Case, max_tokens: int, give_up=None) -> Generation:
+        self.budgets.append(max_tokens)
+        cut = max_tokens < self.reasoning_tokens + 8
+        text = "" if cut else case.expected[0]
+        completion = Completion(text=text, reasoning="let me think " * 20, finish_reason="length" if cut else "stop")
+        return Generation(completion, f"<think>{completion.reasoning}</think>{text}", 10, 60, (), None)
+
+    def coverage(self, case: Case, generation: Generation, outcome: str) -> None:
+        return None
+
+
+async def test_capture_path_raises_the_budget_and_resends_a_case_cut_in_its_reasoning(tmp_path, server):
+    store = _store(tmp_path)
+    capture = ReasoningCapture()
+    adapted: list[str] = []
+    runner = _runner(store, server, max_tokens=32, thinking_max_tokens=4096)
+    runner.capture = capture
+    runner.hooks.on_adapted = lambda name, line: adapted.append(name)
+    await runner.run([_case(0, "The code is ZEBRA-1-OMEGA."), _case(1, "The code is ZEBRA-1-OMEGA.")])
+    assert capture.budgets == [32, 4096, 4096]  # the cut case again at the thinking budget, then the next
+    assert [r.outcome for r in store.results()] == ["pass", "pass"]
+    assert [r.max_tokens for r in store.results()] == [4096, 4096]
+    assert adapted == ["thinking_budget"]
+
+
+async def test_a_resumed_run_that_learned_the_thinking_budget_starts_with_it(tmp_path, server):
+    store = _store(tmp_path)
+    capture = ReasoningCapture()
+    runner = _runner(store, server, max_tokens=32, thinking_max_tokens=4096, thinking_learned=True)
+    runner.capture = capture
+    await runner.run([_case(0, "The code is ZEBRA-1-OMEGA.")])
+    assert capture.budgets == [4096]
