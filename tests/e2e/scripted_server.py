@@ -16,25 +16,11 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
+from stub_routes import add_common_routes, chunk, usage_and_done
 
 app = FastAPI()
+add_common_routes(app, "scripted", 1_000_000)
 ANSWERS: dict[str, str] = json.loads(Path(sys.argv[2]).read_text()) if len(sys.argv) > 2 else {}
-
-
-@app.get("/v1/models")
-async def models() -> dict:
-    return {"object": "list", "data": [{"id": "scripted", "object": "model", "max_model_len": 1000000}]}
-
-
-@app.post("/v1/tokenize")
-async def tokenize(request: Request) -> dict:
-    body = await request.json()
-    text = " ".join(f"<{m['role']}> {m['content']}" for m in body["messages"]) + " <assistant>"
-    return {"tokens": [hash(word) % 50000 for word in text.split()]}
-
-
-def _chunk(delta: dict, finish: str | None = None) -> str:
-    return f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
 
 
 @app.post("/v1/chat/completions")
@@ -47,11 +33,9 @@ async def chat(request: Request) -> StreamingResponse:
 
     async def stream():
         for piece in pieces:
-            yield _chunk({"content": piece})
-        yield _chunk({}, "stop")
-        usage = {"prompt_tokens": len(last.split()), "completion_tokens": len(pieces)}
-        yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
-        yield "data: [DONE]\n\n"
+            yield chunk({"content": piece})
+        yield chunk({}, "stop")
+        yield usage_and_done(len(last.split()), len(pieces))
 
     return StreamingResponse(stream(), media_type="text/event-stream")
 

@@ -10,39 +10,24 @@ GET /seen lists the knobs of every chat request it got.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
+from stub_routes import add_common_routes, chunk, usage_and_done
 
 THINK_TOKENS = 60
 CODE = re.compile(r"[A-Z]+-\d+-[A-Z]+")
 app = FastAPI()
+add_common_routes(app, "thinker", 100_000)
 seen: list[dict] = []
-
-
-@app.get("/v1/models")
-async def models() -> dict:
-    return {"object": "list", "data": [{"id": "thinker", "object": "model", "max_model_len": 100000}]}
 
 
 @app.get("/seen")
 async def requests_seen() -> list[dict]:
     return seen
-
-
-@app.post("/v1/tokenize")
-async def tokenize(request: Request) -> dict:
-    body = await request.json()
-    text = " ".join(f"<{m['role']}> {m['content']}" for m in body["messages"]) + " <assistant>"
-    return {"tokens": [hash(word) % 50000 for word in text.split()]}
-
-
-def _chunk(delta: dict, finish: str | None = None) -> str:
-    return f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
 
 
 @app.post("/v1/chat/completions")
@@ -60,11 +45,9 @@ async def chat(request: Request) -> StreamingResponse:
 
     async def stream():
         for kind, text in tokens[:budget]:
-            yield _chunk({kind: text})
-        yield _chunk({}, "length" if budget < len(tokens) else "stop")
-        usage = {"prompt_tokens": 10, "completion_tokens": min(budget, len(tokens))}
-        yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
-        yield "data: [DONE]\n\n"
+            yield chunk({kind: text})
+        yield chunk({}, "length" if budget < len(tokens) else "stop")
+        yield usage_and_done(10, min(budget, len(tokens)))
 
     return StreamingResponse(stream(), media_type="text/event-stream")
 
