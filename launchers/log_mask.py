@@ -98,7 +98,9 @@ class MaskedLog:
                         pending = b""
                     position = self.written
                     for line in lines:
-                        log.write((self.redactor.text(line.decode("utf-8", "replace")) + "\n").encode("utf-8"))
+                        log.write(
+                            (self.redactor.text(line.decode("utf-8", "replace")) + "\n").encode("utf-8")
+                        )
                         position += len(line) + 1
                         mark = self.mark_at
                         if mark is not None and position >= mark:  # the answer came after this line

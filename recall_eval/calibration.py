@@ -298,11 +298,15 @@ class Calibrator:
                 f"the server refused a {recipe.target_tokens}-token prompt as longer than its context "
                 f"({refusal}); not sent"
             )
-            return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), tokens_per_word
+            return case.model_copy(
+                update={"tokenizer": self.tokenizer.name, "too_long": reason}
+            ), tokens_per_word
         case = recipe.render(words)
         measured = await self._count(recipe, words)
         if measured.refused is not None:  # a fixed prompt (sent as it is) the server will not take
-            reason = f"the server refused this prompt as longer than its context ({measured.refused}); not sent"
+            reason = (
+                f"the server refused this prompt as longer than its context ({measured.refused}); not sent"
+            )
             return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), slope
         prompt_tokens = measured.tokens
         start, end = await self._needle_offsets(case)

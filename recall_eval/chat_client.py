@@ -346,7 +346,9 @@ class ChatClient:
             streamed=not state.json_answer,
             finish_reason=state.finish_reason,
             prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
-            completion_tokens=completion_tokens if isinstance(completion_tokens, int) else len(state.chunk_times),
+            completion_tokens=completion_tokens
+            if isinstance(completion_tokens, int)
+            else len(state.chunk_times),
             ttft_s=times[0] - sent if times else None,
             itl_s=tuple(later - earlier for earlier, later in zip(times, times[1:], strict=False)),
             latency_s=closed - sent,

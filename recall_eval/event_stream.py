@@ -77,7 +77,9 @@ def json_answer_event(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except ValueError as err:
         text = body.decode("utf-8", "replace")
-        raise RequestFailed("protocol", f"the answer is neither an event stream nor JSON: {excerpt(text)}") from err
+        raise RequestFailed(
+            "protocol", f"the answer is neither an event stream nor JSON: {excerpt(text)}"
+        ) from err
     _raise_on_error_event(data)
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
         raise RequestFailed("protocol", f"the JSON answer holds no choices: {excerpt(json.dumps(data), 120)}")

@@ -144,7 +144,9 @@ def verdict(
             EXIT_NO_ANSWER, (f"{where}no case got an answer from a live model{why}: nothing was measured",)
         )
     if budget_eaten_by_reasoning(frame):
-        budgets = [r.completion.completion_tokens for r in results if r.completion and r.completion.completion_tokens]
+        budgets = [
+            r.completion.completion_tokens for r in results if r.completion and r.completion.completion_tokens
+        ]
         spent = f" ({max(budgets)} tokens)" if budgets else ""
         return Verdict(
             EXIT_BUDGET_TOO_SMALL,

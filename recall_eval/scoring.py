@@ -289,5 +289,8 @@ def budget_eaten_by_reasoning(frame: pd.DataFrame) -> bool:
         return False
     answered = frame[frame["outcome"].isin(RECALL_OUTCOMES)]
     return bool(len(answered)) and bool(
-        ((answered["outcome"] == "truncated") & answered["error"].fillna("").str.startswith(REASONING_RAN_OUT)).all()
+        (
+            (answered["outcome"] == "truncated")
+            & answered["error"].fillna("").str.startswith(REASONING_RAN_OUT)
+        ).all()
     )

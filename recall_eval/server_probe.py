@@ -64,7 +64,9 @@ async def _get_models(url: str, http: httpx.AsyncClient) -> httpx.Response:
         if response.status_code in (401, 403):
             raise auth_failure(url, response.status_code)
         if response.status_code == 429 or response.status_code >= 500:
-            raise status_failure(response.status_code, response.text[:200], response.headers.get("retry-after"))
+            raise status_failure(
+                response.status_code, response.text[:200], response.headers.get("retry-after")
+            )
         return response
 
     return await with_retries(once, PROBE_RETRY)

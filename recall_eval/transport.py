@@ -118,7 +118,9 @@ class ServerAuth:
         return cls(api_key=key, headers=dict(headers or {}), verify=verify)
 
 
-def ca_bundle_of(ca_bundle: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str | None:
+def ca_bundle_of(
+    ca_bundle: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> str | None:
     """The CA file to trust: --ca-bundle, else the first of CA_ENV_VARS that is set; None: defaults."""
     environ = os.environ if env is None else env
     if ca_bundle:
@@ -127,7 +129,9 @@ def ca_bundle_of(ca_bundle: str | os.PathLike[str] | None, env: Mapping[str, str
 
 
 def tls_verify(
-    ca_bundle: str | os.PathLike[str] | None = None, insecure: bool = False, env: Mapping[str, str] | None = None
+    ca_bundle: str | os.PathLike[str] | None = None,
+    insecure: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> ssl.SSLContext | bool:
     """How certificates are checked: False for --insecure; an SSLContext trusting the CA file (a
     ValueError naming it when it cannot be read); True (httpx's defaults: certifi) otherwise."""
@@ -141,7 +145,9 @@ def tls_verify(
             return ssl.create_default_context(capath=path)
         return ssl.create_default_context(cafile=path)
     except (OSError, ssl.SSLError) as err:
-        raise ValueError(f"cannot read the CA bundle {path}: {getattr(err, 'strerror', None) or err}") from None
+        raise ValueError(
+            f"cannot read the CA bundle {path}: {getattr(err, 'strerror', None) or err}"
+        ) from None
 
 
 def is_certificate_error(err: BaseException) -> bool:

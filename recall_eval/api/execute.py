@@ -129,7 +129,9 @@ async def prepared_sweep(
     adaptations = run_adaptations(store, hooks)
     given = (profile.base_url if profile is not None and profile.engine == "external" else None) or ""
     if given and given.rstrip("/") != urls[0]:
-        adapted_line = f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."
+        adapted_line = (
+            f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."
+        )
         adaptations.note(adapted.BASE_URL, adapted_line)
     if getattr(http, "insecure", False):  # http_client.RunClient
         adaptations.note(adapted.TLS, "--insecure: the server's TLS certificate was not checked")
@@ -262,9 +264,7 @@ def run_adaptations(store: RunStore, hooks: Hooks) -> Adaptations:
 
     def on_new(name: str, line: str) -> None:
         hooks.note(store.redactor.text(line), level="warning")
-        store.write_run(
-            store.run.model_copy(update={"adaptations": {**store.run.adaptations, name: line}})
-        )
+        store.write_run(store.run.model_copy(update={"adaptations": {**store.run.adaptations, name: line}}))
 
     return Adaptations(store.run.adaptations, on_new)
 

@@ -300,7 +300,10 @@ class RequestOptions:
         metavar="PATH",
     )
     insecure: bool = option(
-        "--insecure", "do not check the server's TLS certificate (a warning line says so)", cli=bool, default=False
+        "--insecure",
+        "do not check the server's TLS certificate (a warning line says so)",
+        cli=bool,
+        default=False,
     )
 
 

@@ -70,7 +70,9 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
         @app.api_route("/v1/{rest:path}", methods=["GET", "POST"])
         async def moved(rest: str, request: Request) -> Response:
             body = await request.json() if request.method == "POST" else {}
-            seen.append({"redirected": request.method, "path": request.url.path, "stream": body.get("stream")})
+            seen.append(
+                {"redirected": request.method, "path": request.url.path, "stream": body.get("stream")}
+            )
             return RedirectResponse(f"{prefix}/v1/{rest}", status_code=307)
 
     @app.get(f"{prefix}/v1/models")
@@ -127,7 +129,8 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
             return JSONResponse({"error": {"message": message, "type": "BadRequestError"}}, status_code=400)
         if opts.reject_stream_options and "stream_options" in body:
             return JSONResponse(
-                {"error": {"message": "Unrecognized request argument supplied: stream_options"}}, status_code=400
+                {"error": {"message": "Unrecognized request argument supplied: stream_options"}},
+                status_code=400,
             )
         usage_prompt = CONSTANT_USAGE if opts.usage == "constant" else prompt_tokens
         found = CODE.search(str(body["messages"][-1]["content"]))

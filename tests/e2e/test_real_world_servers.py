@@ -30,7 +30,9 @@ class Served:
     def __init__(self, tmp_path: Path, *flags: str, scheme: str = "http"):
         self.port = free_port()
         argv = [sys.executable, str(SERVER), str(self.port), *flags]
-        self.process = start_served(argv, tmp_path / "server.log", self.port, ready_path="/ready", scheme=scheme)
+        self.process = start_served(
+            argv, tmp_path / "server.log", self.port, ready_path="/ready", scheme=scheme
+        )
         self.url = self.process.base_url
 
     def seen(self) -> list[dict]:
@@ -120,7 +122,9 @@ def test_a_redirect_is_followed_on_gets_and_named_on_posts(served, tmp_path):
     assert completed.returncode == 3, completed.stderr  # no answer from a live model: nothing measured
     assert results and {result.outcome for result in results} == {"error"}
     moved_to = f"{server.url}/new/v1/chat/completions"
-    assert all(f"redirects the request to {moved_to}; give that URL as --base-url" in r.error for r in results)
+    assert all(
+        f"redirects the request to {moved_to}; give that URL as --base-url" in r.error for r in results
+    )
     chats = [s for s in server.seen() if s.get("redirected") == "POST" and s.get("stream")]
     assert len(chats) == len(results)  # one request per case: a redirect is not retried
     assert any(s.get("redirected") == "GET" for s in server.seen())
@@ -161,7 +165,10 @@ def test_a_server_that_stops_answering_measurements_gets_estimated_lengths(serve
 def test_a_context_refusal_during_calibration_makes_that_case_too_long(served, tmp_path):
     server = served("--context", "1500")
     completed, run, results, run_dir = sweep(
-        tmp_path / "out", "--base-url", server.url, grid=["--lengths", "300,3000", "--depths", "50", "--trials", "1"]
+        tmp_path / "out",
+        "--base-url",
+        server.url,
+        grid=["--lengths", "300,3000", "--depths", "50", "--trials", "1"],
     )
     assert completed.returncode == 0, completed.stderr
     outcomes = {result.target_tokens: result for result in results}
@@ -188,7 +195,10 @@ def test_usage_that_does_not_follow_the_prompt_falls_back_to_estimates(served, t
 def test_a_rejected_stream_options_is_dropped_for_the_rest_of_the_run(served, tmp_path):
     server = served("--tokenize", "--reject-stream-options")
     completed, run, results, run_dir = sweep(
-        tmp_path / "out", "--base-url", server.url, grid=["--lengths", "200", "--depths", "0,50,100", "--trials", "1"]
+        tmp_path / "out",
+        "--base-url",
+        server.url,
+        grid=["--lengths", "200", "--depths", "0,50,100", "--trials", "1"],
     )
     assert completed.returncode == 0, completed.stderr
     assert all_pass(results), [(r.outcome, r.error) for r in results]
@@ -293,7 +303,9 @@ def test_a_dead_proxy_does_not_stand_between_the_harness_and_the_engine_it_launc
 
 
 @pytest.mark.parametrize("reader", ["fast", "httpx"])
-def test_credentials_in_the_url_are_sent_by_both_readers_and_never_written(served, tmp_path, monkeypatch, reader):
+def test_credentials_in_the_url_are_sent_by_both_readers_and_never_written(
+    served, tmp_path, monkeypatch, reader
+):
     password = "s3cret-pass-4b1d"
     server = served("--tokenize", "--basic", f"probe:{password}")
     if reader == "httpx":
@@ -305,7 +317,9 @@ def test_credentials_in_the_url_are_sent_by_both_readers_and_never_written(serve
     assert completed.returncode == 0, completed.stderr
     assert all_pass(results), [(r.outcome, r.error) for r in results]
     assert all(request["authorization"].startswith("Basic ") for request in server.seen())
-    written = [path.name for path in run_dir.rglob("*") if path.is_file() and password.encode() in path.read_bytes()]
+    written = [
+        path.name for path in run_dir.rglob("*") if path.is_file() and password.encode() in path.read_bytes()
+    ]
     assert written == [] and password not in completed.stdout + completed.stderr
 
 

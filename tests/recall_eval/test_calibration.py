@@ -143,7 +143,9 @@ class _ContextLimited(TiktokenTokenizer):
     async def tokenize_messages(self, messages):
         tokens = self._tokens(messages)
         if len(tokens) > self.limit:
-            raise PromptRefused(f"HTTP 400: The input ({len(tokens)} tokens) is longer than the model's context length")
+            raise PromptRefused(
+                f"HTTP 400: The input ({len(tokens)} tokens) is longer than the model's context length"
+            )
         return tokens
 
 

@@ -195,7 +195,9 @@ class ReasoningCapture:
         self.budgets.append(max_tokens)
         cut = max_tokens < self.reasoning_tokens + 8
         text = "" if cut else case.expected[0]
-        completion = Completion(text=text, reasoning="let me think " * 20, finish_reason="length" if cut else "stop")
+        completion = Completion(
+            text=text, reasoning="let me think " * 20, finish_reason="length" if cut else "stop"
+        )
         return Generation(completion, f"<think>{completion.reasoning}</think>{text}", 10, 60, (), None)
 
     def coverage(self, case: Case, generation: Generation, outcome: str) -> None:

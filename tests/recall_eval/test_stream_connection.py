@@ -279,7 +279,16 @@ def test_a_proxied_host_keeps_httpx_and_others_keep_the_fast_reader(monkeypatch)
     """The fast reader is chosen URL by URL with httpx's own proxy decision: a host behind HTTP_PROXY
     goes through httpx; a host in NO_PROXY and loopback (never proxied) keep the fast reader."""
     monkeypatch.delenv("RECALL_EVAL_HTTP", raising=False)
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+    for name in (
+        "http_proxy",
+        "HTTP_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert stream_connections_enabled()
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
