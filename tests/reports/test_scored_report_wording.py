@@ -103,3 +103,5 @@ def test_compare_effective_length_beside_scored_suites_says_pass_miss_suites_poo
     doc = parse(html)
     labels = {el.text for el in doc.find_all(cls="pooled-label")}
     assert labels == {"(pass/miss suites pooled)"}
+    # the side-by-side heatmaps hold needle (recall) and vt (mean score): the heading names both
+    assert doc.by_id("heatmaps-title").text == "Recall and mean score by depth and length"
