@@ -262,22 +262,17 @@ class Runner:
             strict_outcome, strict_why = outcome, None
         else:  # both verdicts (recall_eval.scoring)
             args = (completion, case.expected, case.distractors, PromptText(case))
-            if (
-                len(completion.text.split()) >= ECHO_WORDS
-            ):  # the echo check reads the whole prompt: off the loop
-                scored = await asyncio.to_thread(score_completion, *args)
-            else:
-                scored = score_completion(*args)
-            outcome, why = scored.outcome, scored.why
-            strict_outcome, strict_why = (
-                scored.strict_outcome,
-                scored.strict_why if outcome == "pass" else None,
+            # an answer long enough to echo the prompt is checked against the whole prompt: off the loop
+            long_answer = len(completion.text.split()) >= ECHO_WORDS
+            scored = (
+                await asyncio.to_thread(score_completion, *args) if long_answer else score_completion(*args)
             )
+            outcome, why = scored.outcome, scored.why
+            strict_outcome = scored.strict_outcome
+            strict_why = scored.strict_why if outcome == "pass" else None
         result = self._result(
             case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
-        ).model_copy(update={"strict_outcome": strict_outcome, "strict_why": strict_why})
-        if score is not None:
-            result = result.model_copy(update={"score": score})
+        ).model_copy(update={"strict_outcome": strict_outcome, "strict_why": strict_why, "score": score})
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
