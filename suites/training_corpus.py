@@ -29,8 +29,9 @@ from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import MAX_EVAL_SEED
 from suites.multi_turn import VARIANTS, MultiTurnRecipe, make_multi_turn_recipe
-from suites.needle import make_needle_recipe
+from suites.needle import NEEDLE_TEMPLATES, make_needle_recipe
 from suites.seeding import derive_rng
+from suites.values import key_name, unique_code_value
 
 TRAIN_SEED_OFFSET = MAX_EVAL_SEED
 # Config documents count entries, not words; one entry line is about as many tokens as this many words.
@@ -49,7 +50,7 @@ CONFIG_LEVELS = ("copy", "shapes", "lookalike")
 class TrainingExample:
     messages: list[dict[str, str]]  # [{"role": ..., "content": ...}], ending with the user's question
     answer: str  # the exact answer (what the assistant should reply)
-    kind: str  # "needle", "config" or "multiturn"
+    kind: str  # "needle", "config" or "multiturn", or a curriculum kind ("needle-values", "config-copy")
 
 
 # A kind builds one Case from (train seed, example index, filler words, depth %, values already used).
@@ -67,6 +68,41 @@ def _needle_case(seed: int, index: int, filler_words: int, depth: float, taken: 
         taken_values=taken,
     )
     return recipe.render(filler_words)
+
+
+def _needle_values_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    """A needle document whose code is a config-shaped value (a port, a duration, a host, an id, a
+    path; random, drawn per document): the needle's easy lookup with the characters that config answers
+    are made of. A model that copies capital-letter codes does not copy lowercase tokens by itself."""
+    case = _needle_case(seed, index, filler_words, depth, taken)
+    rng = derive_rng("train-needle-values", seed, index)
+    value = cv.VALUE_MAKERS[rng.choice(sorted(cv.VALUE_MAKERS))](rng)
+    code = case.expected[0]
+    messages = tuple(m.model_copy(update={"content": m.content.replace(code, value)}) for m in case.messages)
+    return case.model_copy(update={"messages": messages, "expected": (value,)})
+
+
+def _needle_multikey_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    """A needle document with 1-3 more needle sentences of the same template for other keys and codes
+    at other places: the answer must be bound to the asked key's name, not to the only code in sight
+    (what multi-turn chats with several facts, and config files, ask of the model)."""
+    case = _needle_case(seed, index, filler_words, depth, taken)
+    rng = derive_rng("train-needle-multikey", seed, index)
+    content = case.messages[0].content
+    haystack, question = content.rsplit("\n\n", 1)
+    template = NEEDLE_TEMPLATES[case.params["template"]][0]
+    names = {case.params["key"].split()[0]}  # "Sundial" of "Sundial archive": one key per name
+    for _ in range(rng.randint(1, 3)):
+        key = key_name(rng, "train")
+        if key.split()[0] in names:
+            continue
+        names.add(key.split()[0])
+        sentence = template.format(key=key, value=unique_code_value(rng, "train", taken))
+        boundaries = [i + 2 for i in range(len(haystack)) if haystack.startswith(". ", i)]
+        at = rng.choice(boundaries) if boundaries else len(haystack)
+        haystack = haystack[:at] + sentence + " " + haystack[at:]
+    message = case.messages[0].model_copy(update={"content": haystack + "\n\n" + question})
+    return case.model_copy(update={"messages": (message,), "needle": None})
 
 
 def _train_config_recipe(seed: int, index: int, depth: float, formats: Sequence[str]):
@@ -164,6 +200,8 @@ def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, tak
 
 KIND_BUILDERS: dict[str, KindBuilder] = {
     "needle": _needle_case,
+    "needle-values": _needle_values_case,
+    "needle-multikey": _needle_multikey_case,
     "config": _config_case,
     "multiturn": _multi_turn_case,
 }
@@ -172,6 +210,8 @@ KIND_BUILDERS: dict[str, KindBuilder] = {
 def _builder(kind: str) -> KindBuilder | None:
     """The builder of a kind; "config:env+sysctl" is the config kind restricted to those formats,
     "config-copy" (any of CONFIG_LEVELS after the dash, formats optional) a curriculum level."""
+    if kind in KIND_BUILDERS:
+        return KIND_BUILDERS[kind]
     name, _, formats = kind.partition(":")
     base, _, level = name.partition("-")
     chosen = tuple(formats.split("+")) if formats else ()

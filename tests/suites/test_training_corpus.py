@@ -115,3 +115,32 @@ def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture
     assert {row["kind"] for row in rows} == set(IMPLEMENTED)
     assert main([*argv, "--kinds", "poetry"]) == 2
     assert "not implemented yet" in capsys.readouterr().err
+
+
+def test_needle_values_kind_puts_a_config_shaped_value_where_the_code_was() -> None:
+    needles = list(iter_training_examples(6, 40, 60, 120, ("needle",)))
+    bridged = list(iter_training_examples(6, 40, 60, 120, ("needle-values",)))
+    families = set()
+    for needle, bridge in zip(needles, bridged, strict=True):
+        content = bridge.messages[0]["content"]
+        family = next(f for f, shape in FAMILY_SHAPES.items() if shape.fullmatch(bridge.answer))
+        families.add(family)
+        assert content.count(bridge.answer) == 1 and not CODE_RE.search(content)
+        # the same document otherwise: the needle's code swapped for the value
+        assert content == needle.messages[0]["content"].replace(needle.answer, bridge.answer)
+    assert families == set(FAMILY_SHAPES)
+
+
+def test_needle_multikey_kind_adds_other_keys_codes_in_the_same_template() -> None:
+    counts = []
+    for example in iter_training_examples(4, 40, 80, 160, ("needle-multikey",)):
+        haystack, question = example.messages[0]["content"].rsplit("\n\n", 1)
+        codes = CODE_RE.findall(haystack)
+        assert codes.count(example.answer) == 1 and len(set(codes)) == len(codes)
+        asked_key = next(k for k in key_names("train") if k in question)
+        sentences = [s for s in re.split(r"(?<=\.) ", haystack) if CODE_RE.search(s)]
+        # every code sentence is the asked one's template with another key, so only the name tells them apart
+        masked = {re.sub(CODE_RE, "#", s) for s in sentences}
+        assert sum(asked_key in s for s in sentences) == 1 and len(masked) == len(codes)
+        counts.append(len(codes))
+    assert set(counts) >= {2, 3, 4}
