@@ -84,7 +84,11 @@ class ReferenceEngine:
         return self.tokenizer.decode(token_ids)
 
     def generate(
-        self, prompt_ids: list[int], max_new_tokens: int, return_indexer_topk: bool = False
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        return_indexer_topk: bool = False,
+        ignore_eos: bool = False,
     ) -> Iterator[StepOutput]:
         if not prompt_ids:
             raise ValueError("empty prompt: at least one token is needed")
@@ -95,12 +99,19 @@ class ReferenceEngine:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
         pages = self.pool.allocate(len(prompt_ids) + max_new_tokens)
         try:
-            yield from self._generate(SequenceState(pages), prompt_ids, max_new_tokens, return_indexer_topk)
+            yield from self._generate(
+                SequenceState(pages), prompt_ids, max_new_tokens, return_indexer_topk, ignore_eos
+            )
         finally:
             self.pool.release(pages)
 
     def _generate(
-        self, seq: SequenceState, prompt_ids: list[int], max_new_tokens: int, return_topk: bool
+        self,
+        seq: SequenceState,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        return_topk: bool,
+        ignore_eos: bool,
     ) -> Iterator[StepOutput]:
         runner, topk = self.runner, self.settings.index_topk
         phase = "prefill"
@@ -114,7 +125,7 @@ class ReferenceEngine:
             while True:
                 token = int(torch.argmax(logits))
                 generated.append(token)
-                finish = "stop" if token == self.eos_token_id else None
+                finish = "stop" if token == self.eos_token_id and not ignore_eos else None
                 if finish is None and len(generated) >= max_new_tokens:
                     finish = "length"
                 text = ""

@@ -71,9 +71,14 @@ class Engine(Protocol):
     def decode(self, token_ids: list[int]) -> str: ...
 
     def generate(
-        self, prompt_ids: list[int], max_new_tokens: int, return_indexer_topk: bool = False
+        self,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        return_indexer_topk: bool = False,
+        ignore_eos: bool = False,
     ) -> Iterator[StepOutput]:
-        """Greedy generation. Blocks until the pool has room for prompt + max_new_tokens
-        (raises PoolTooSmall if it never can); frees the slots when the iterator ends or is closed.
+        """Greedy generation (past the eos token too with ignore_eos). Blocks until the pool has room
+        for prompt + max_new_tokens (raises PoolTooSmall if it never can); frees the slots when the
+        iterator ends or is closed.
         Raises EngineOutOfMemory when an allocation fails."""
         ...

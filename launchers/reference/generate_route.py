@@ -33,7 +33,9 @@ class _Bad(ValueError):
     """A request SGLang refuses with 400."""
 
 
-def _prompt_and_params(body: api.GenerateRequest) -> tuple[list[int] | None, int | None, tuple[str, ...]]:
+def _prompt_and_params(
+    body: api.GenerateRequest,
+) -> tuple[list[int] | None, int | None, tuple[str, ...], bool]:
     if isinstance(body.text, list) or (body.input_ids and isinstance(body.input_ids[0], list)):
         raise _Bad("Batch requests are not supported by the reference server; send one prompt per request.")
     if body.text is None and body.input_ids is None:
@@ -45,8 +47,11 @@ def _prompt_and_params(body: api.GenerateRequest) -> tuple[list[int] | None, int
     stop = params.get("stop")
     if stop is not None and not isinstance(stop, str | list):
         raise _Bad(f"stop must be a string or a list of strings, got {stop!r}.")
+    ignore_eos = params.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise _Bad(f"ignore_eos must be true or false, got {ignore_eos!r}.")
     ids = [int(i) for i in body.input_ids] if body.input_ids is not None else None  # type: ignore[arg-type]
-    return ids, max_new, api.stop_strings(stop)
+    return ids, max_new, api.stop_strings(stop), ignore_eos
 
 
 async def generate_response(
@@ -54,7 +59,7 @@ async def generate_response(
 ) -> Response:
     received = time.perf_counter()
     try:
-        ids, max_new, stops = _prompt_and_params(body)
+        ids, max_new, stops, ignore_eos = _prompt_and_params(body)
         prompt_ids = ids if ids is not None else await run_in_threadpool(ready.engine.encode, body.text or "")
         if not prompt_ids:
             raise _Bad("The input is empty: give text or input_ids with at least one token.")
@@ -67,7 +72,8 @@ async def generate_response(
     # Without --enable-return-indexer-topk SGLang has no capturer and silently omits the field.
     want_topk = body.return_indexer_topk and allow_topk
     abort = ready.limits.scheduler_abort(len(prompt_ids))
-    job = GenerationJob(prompt_ids, ready.limits.clip_max_new_tokens(len(prompt_ids), max_new), want_topk)
+    clipped = ready.limits.clip_max_new_tokens(len(prompt_ids), max_new)
+    job = GenerationJob(prompt_ids, clipped, want_topk, ignore_eos)
     if body.stream:
         events = _generate_events(ready, job, stops, rid, abort, received)
         return StreamingResponse(events, media_type="text/event-stream")

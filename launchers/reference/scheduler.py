@@ -35,6 +35,7 @@ class GenerationJob:
     prompt_ids: list[int]
     max_new_tokens: int
     return_indexer_topk: bool = False
+    ignore_eos: bool = False  # SGLang's sampling parameter: generate max_new_tokens whatever comes
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Scheduler:
                 if cancel.is_set():
                     return
                 generation = self._engine.generate(
-                    job.prompt_ids, job.max_new_tokens, job.return_indexer_topk
+                    job.prompt_ids, job.max_new_tokens, job.return_indexer_topk, job.ignore_eos
                 )
                 try:
                     need = len(job.prompt_ids) + job.max_new_tokens

@@ -120,6 +120,25 @@ def test_tokenize_prompt_count_equals_generate_prompt_tokens(http: httpx.Client)
     assert by_ids.json()["output_ids"] == out["output_ids"]  # greedy: same prompt, same tokens
 
 
+def test_ignore_eos_generates_past_the_answer_as_sglang_does(http: httpx.Client) -> None:
+    question = "The access code of the Orchid vault is LIMPET-4821-QUARTZ.\n\nWhat is the access code of the Orchid vault?"
+    prompt = http.post("/v1/tokenize", json={"messages": [{"role": "user", "content": question}]}).json()[
+        "tokens"
+    ]
+    params = {"max_new_tokens": 40}
+    answered = http.post("/generate", json={"input_ids": prompt, "sampling_params": params}).json()
+    assert answered["meta_info"]["finish_reason"]["type"] == "stop"
+    assert answered["meta_info"]["completion_tokens"] < 40
+    past = http.post(
+        "/generate", json={"input_ids": prompt, "sampling_params": {**params, "ignore_eos": True}}
+    )
+    meta = past.json()["meta_info"]
+    assert meta["finish_reason"] == {"type": "length", "length": 40} and meta["completion_tokens"] == 40
+    assert past.json()["output_ids"][: len(answered["output_ids"])] == answered["output_ids"]
+    bad = http.post("/generate", json={"input_ids": prompt, "sampling_params": {"ignore_eos": "yes"}})
+    assert bad.status_code == 400 and "ignore_eos" in bad.json()["error"]["message"]
+
+
 def test_tokenize_needs_exactly_one_input(http: httpx.Client) -> None:
     response = http.post("/v1/tokenize", json={})
     assert response.status_code == 400
@@ -289,7 +308,11 @@ def test_streaming_client_disconnect_stops_generation(server: ServerProcess, htt
 
 
 def test_non_streaming_client_disconnect_stops_generation(server: ServerProcess, http: httpx.Client) -> None:
-    body = {"text": "Count forever. " + words(50), "sampling_params": {"max_new_tokens": 4000}}
+    # ignore_eos (SGLang's sampling parameter): the model would otherwise answer and stop in time
+    body = {
+        "text": "Count forever. " + words(50),
+        "sampling_params": {"max_new_tokens": 4000, "ignore_eos": True},
+    }
     before = http.get("/server_info").json()["internal_states"][0]["generated_tokens_total"]
     with httpx.Client(base_url=server.base_url, timeout=1.5) as client, pytest.raises(httpx.ReadTimeout):
         client.post("/generate", json=body)
