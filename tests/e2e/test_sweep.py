@@ -69,10 +69,11 @@ def test_sweep_hits_lengths_in_server_tokens_and_writes_report(server, tmp_path)
 
 
 def test_lengths_a_suite_cannot_fill_use_smaller_forms_or_are_not_applicable(server, tmp_path):
-    """90 tokens: needle prompts fit, no config document does (not applicable: never sent, never counted);
+    """70 tokens: needle prompts fit (~55 tokens with no filler), no config document does (its minimal
+    layout is 86-102 tokens) (not applicable: never sent, never counted);
     338 tokens: every config case fits, most in a smaller layout. The sweep runs to the end."""
     completed = run_cli(
-        "sweep", "--base-url", server.base_url, "--suite", "config,needle", "--lengths", "90,338",
+        "sweep", "--base-url", server.base_url, "--suite", "config,needle", "--lengths", "70,338",
         "--depths", "0,100", "--trials", "2", "--max-tokens", "24", "--out", str(tmp_path),
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
@@ -82,17 +83,17 @@ def test_lengths_a_suite_cannot_fill_use_smaller_forms_or_are_not_applicable(ser
     by_cell = {(r.suite, r.target_tokens): [] for r in results}
     for result in results:
         by_cell[(result.suite, result.target_tokens)].append(result)
-    for result in by_cell[("config", 90)]:
+    for result in by_cell[("config", 70)]:
         assert result.outcome == "not_applicable" and result.completion is None
-        assert "does not fit" in result.error and result.prompt_tokens > 90
-    for cell in (("config", 338), ("needle", 90), ("needle", 338)):
+        assert "does not fit" in result.error and result.prompt_tokens > 70
+    for cell in (("config", 338), ("needle", 70), ("needle", 338)):
         for result in by_cell[cell]:
             assert result.outcome in ("pass", "miss", "empty", "truncated"), result
             assert result.completion.prompt_tokens == result.prompt_tokens
     assert {r.params["layout"] for r in by_cell[("config", 338)]} & {"compact", "minimal"}
     assert "not applicable 4" in completed.stderr
     html = report.read_text()
-    assert html.count('class="num cell cell-na"') == 2  # config: 2 depths at 90 tokens
+    assert html.count('class="num cell cell-na"') == 2  # config: 2 depths at 70 tokens
     assert "could not be built" in html
 
 

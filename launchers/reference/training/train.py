@@ -1,6 +1,6 @@
 """Train the reference model (on the device GPU), or build its tokenizer / a random-init checkpoint.
 
-    python -m launchers.reference.training.train tokenizer            # weights/tokenizer.json (CPU, seconds)
+    python -m launchers.reference.training.train tokenizer            # training/needle_tokenizer.json (CPU, seconds)
     python -m launchers.reference.training.train init --out DIR       # random weights (for tests of the plumbing)
     python -m launchers.reference.training.train train --out DIR --minutes 7
     python -m launchers.reference.training.train train --init DIR --out DIR2 --minutes 3 \
@@ -54,6 +54,8 @@ from launchers.reference.training.vocab_extension import (
     save_tokenizer,
 )
 
+# Stages 1-2's vocabulary (needle chats only); the shipped one is this plus stage 6's config merges.
+NEEDLE_TOKENIZER = Path(__file__).with_name("needle_tokenizer.json")
 TOPK_CHOICES = (16, 32, 64, 128, 256, 512)
 VAL_TOPK = 512
 KINDS = ("needle",)
@@ -353,13 +355,15 @@ def main() -> None:
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_tok = sub.add_parser("tokenizer")
-    p_tok.add_argument("--out", type=Path, default=WEIGHTS_DIR / "tokenizer.json")
+    p_tok.add_argument("--out", type=Path, default=NEEDLE_TOKENIZER)
     p_tok.add_argument("--vocab-size", type=int, default=2048)
     p_ext = sub.add_parser(
         "extend-tokenizer", help="the shipped tokenizer plus merges learned on config text"
     )
     p_ext.add_argument("--out", type=Path, required=True)
-    p_ext.add_argument("--base", type=Path, default=WEIGHTS_DIR / "tokenizer.json")
+    p_ext.add_argument(
+        "--base", type=Path, default=NEEDLE_TOKENIZER, help="tokenizer to extend (stages 1-2's)"
+    )
     p_ext.add_argument("--new", type=int, default=269, help="tokens to add (269: 1,779 -> 2,048)")
     p_ext.add_argument("--docs", type=int, default=3000, help="config documents to learn the merges on")
     p_init = sub.add_parser("init")

@@ -9,9 +9,10 @@ from tokenizers import Tokenizer
 from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.training.corpus import config_texts
+from launchers.reference.training.train import NEEDLE_TOKENIZER
 from launchers.reference.training.vocab_extension import extend_tokenizer, grow_embeddings, padded_vocab
 
-BASE = WEIGHTS_DIR / "tokenizer.json"
+BASE = NEEDLE_TOKENIZER  # what stage 6 extended (the shipped tokenizer is that extension)
 NEEDLE = "The Falcon vault is protected by the secret code ZEBRA-4492-OMEGA. What protects it?"
 CONFIG = 'billing_cache.replica.read_timeout = 54321ms\nhost = "node-u8vcn.sa-east.internal"'
 
