@@ -38,12 +38,14 @@ TRAIN_SEED_OFFSET = MAX_EVAL_SEED
 WORDS_PER_CONFIG_ENTRY = 4
 DEFAULT_KINDS = ("needle", "config", "multiturn")
 # Config curriculum levels ("config-copy", "config-shapes:toml+ini"), easiest first; the plain kind
-# "config" is the last level. Each level keeps the asked entry alone in its section (plus ordinary
-# settings: no near keys, no sibling sections, no echo block) and varies the filler only:
+# "config" is the last level. Each level but sections keeps the asked entry alone in its section (plus
+# ordinary settings: no near keys, no sibling sections, no echo block) and varies the filler only:
 # copy: ordinary settings only, so the asked value is the one high-entropy value in the document;
 # shapes: values of the other askable families too (the asked value is still the one of its shape);
+# sections: as shapes, plus the asked key with other values in sibling sections and under another
+# top-level name (the suite's echo block): only the section path tells the asked value apart;
 # lookalike: the suite's filler, with values of the asked family (same shape, other keys).
-CONFIG_LEVELS = ("copy", "shapes", "lookalike")
+CONFIG_LEVELS = ("copy", "shapes", "sections", "lookalike")
 
 
 @dataclass(frozen=True)
@@ -163,18 +165,33 @@ def _config_level_case(
     level: str,
     formats: Sequence[str] = (),
 ) -> Case:
-    """A config case of a curriculum level (CONFIG_LEVELS): the asked entry alone in its section."""
+    """A config case of a curriculum level (CONFIG_LEVELS): the asked entry alone in its section, or
+    (sections) with the asked key repeated in sibling sections and under another top-level name."""
     recipe = _train_config_recipe(seed, index, depth, formats)
     fact = recipe.fact
-    asked = dict(fact.target_block[1])[fact.sub]
-    entries = [e for e in asked if e[0] == fact.key or e[0] in cv.PLAIN_SETTINGS]
-    fact = dataclasses.replace(
-        fact, target_block=(fact.top, [(fact.sub, entries)]), echo_block=None, distractors=()
-    )
+
+    def same_key_or_plain(entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [e for e in entries if e[0] == fact.key or e[0] in cv.PLAIN_SETTINGS]
+
+    if level == "sections":  # only the section tells the asked value from the others: no near keys
+        sections = [(sub, same_key_or_plain(entries)) for sub, entries in fact.target_block[1]]
+        echo_top, echo_sections = fact.echo_block or (fact.top, [])
+        echo = (echo_top, [(sub, same_key_or_plain(entries)) for sub, entries in echo_sections])
+        fact = dataclasses.replace(fact, target_block=(fact.top, sections), echo_block=echo)
+    else:
+        asked = dict(fact.target_block[1])[fact.sub]
+        fact = dataclasses.replace(
+            fact, target_block=(fact.top, [(fact.sub, same_key_or_plain(asked))]), echo_block=None
+        )
+    present = {
+        v for _, secs in (fact.target_block, fact.echo_block or ("", [])) for _, es in secs for _, v in es
+    }
+    fact = dataclasses.replace(fact, distractors=tuple(d for d in fact.distractors if d in present))
     family = cv.KEY_TYPE[fact.key]
     keep: Callable[[FlatEntry], bool] = {
         "copy": lambda e: e[2] in cv.PLAIN_SETTINGS,
         "shapes": lambda e: cv.KEY_TYPE.get(e[2]) != family,
+        "sections": lambda e: cv.KEY_TYPE.get(e[2]) != family,
         "lookalike": lambda e: True,
     }[level]
     stream = _FilteredStream(recipe.stream, keep)

@@ -144,3 +144,19 @@ def test_needle_multikey_kind_adds_other_keys_codes_in_the_same_template() -> No
         assert sum(asked_key in s for s in sentences) == 1 and len(masked) == len(codes)
         counts.append(len(codes))
     assert set(counts) >= {2, 3, 4}
+
+
+def test_config_sections_level_repeats_only_the_asked_key_in_other_sections() -> None:
+    repeats = []
+    for example in iter_training_examples(12, 40, 100, 200, ("config-sections:sysctl+toml+yaml",)):
+        content = example.messages[0]["content"]
+        question = content.rsplit("\n\n", 1)[-1]
+        key = re.search(r"\b[a-z_]+\.[a-z_]+\.([a-z_]+)\b", question).group(1)  # top.sub.KEY
+        found = _shapes(content)
+        family = next(f for f, values in found.items() if example.answer in values)
+        assert found[family].count(example.answer) == 1
+        for value in found[family]:  # every value of the asked shape sits under the asked key
+            line = next(line for line in content.splitlines() if value in line)
+            assert key in line, (key, line)
+        repeats.append(len(found[family]) - 1)
+    assert min(repeats) >= 1 and max(repeats) >= 3  # sibling sections and the other top-level name
