@@ -368,11 +368,10 @@ class Runner:
                 self.hooks.on_event(f"relaunch attempt {attempt} failed: {last_error}")
                 await asyncio.sleep(self.settings.relaunch_backoff_s * 2 ** (attempt - 1))
                 continue
-            run = self.store.run
-            await asyncio.to_thread(
-                self.store.write_run, run.model_copy(update={"relaunches": run.relaunches + 1})
+            run = await asyncio.to_thread(
+                self.store.update_run, lambda run: run.model_copy(update={"relaunches": run.relaunches + 1})
             )
-            self.hooks.on_event(f"server relaunched in {seconds:.1f}s (relaunch #{run.relaunches + 1})")
+            self.hooks.on_event(f"server relaunched in {seconds:.1f}s (relaunch #{run.relaunches})")
             return
         raise SweepStopped(
             f"the server died ({death.outcome}) and {self.settings.relaunch_attempts} relaunches failed "

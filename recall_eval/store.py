@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -114,6 +114,8 @@ class RunStore:
         self.path = path
         self.run = run
         self._tail_checked = False
+        # run.json's writers (the event loop, a relaunch in a worker thread) take turns (update_run)
+        self._run_lock = threading.RLock()
         # masks secrets in everything written (recall_eval.redact); give it the run's secrets to mask
         self.redactor = Redactor()
 
@@ -160,8 +162,17 @@ class RunStore:
         """Replace run.json atomically: a reader sees the old or the new file, never a mix.
         Secrets are masked and /server_info cut to its allow-list first (recall_eval.redact)."""
         run = redact_run(run, self.redactor)
-        self.run = run
-        write_atomically(self.path / RUN_FILE, run.model_dump_json(indent=2).encode("utf-8"))
+        with self._run_lock:
+            self.run = run
+            write_atomically(self.path / RUN_FILE, run.model_dump_json(indent=2).encode("utf-8"))
+
+    def update_run(self, change: Callable[[Run], Run]) -> Run:
+        """Write `change(current run)` as one step under the store's lock: changes made at the same time
+        (an adaptation on the event loop, a relaunch count from a worker thread) never overwrite each
+        other, as a read of store.run followed by a later write_run could."""
+        with self._run_lock:
+            self.write_run(change(self.run))
+            return self.run
 
     def append_result(self, result: Result) -> None:
         """Append one Result as one JSON line, written and fsynced before returning."""

@@ -203,7 +203,7 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
     if resumable:
         store = resumable[-1]
         hooks.note(f"{planned.label}: resuming run {store.run.run_id} ({store.path})")
-        store.write_run(store.run.model_copy(update={"status": "running", "note": None}))
+        store.update_run(lambda run: run.model_copy(update={"status": "running", "note": None}))
         return store
     run = Run(
         run_id=new_run_id(planned.spec),

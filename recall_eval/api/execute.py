@@ -164,12 +164,12 @@ async def prepared_sweep(
     pending = {recipe_id(recipe) for recipe in recipes} - done
     # a run with cases sent alone earlier stays not interleaved; one with nothing to send keeps its flag
     interleaved = (interleaved and (store.run.interleaved or not done)) if pending else store.run.interleaved
-    store.write_run(
-        store.run.model_copy(
+    store.update_run(
+        lambda run: run.model_copy(
             update={
                 "server_info": server_info,
                 "time_to_ready_s": target.time_to_ready_s,
-                "versions": {**store.run.versions, **versions(facts.version)},
+                "versions": {**run.versions, **versions(facts.version)},
                 "length_measure": tokenizer.name,
                 "estimated_length_suites": spec.suites if connection.lengths_estimated else (),
                 "interleaved": interleaved,
@@ -264,7 +264,7 @@ def run_adaptations(store: RunStore, hooks: Hooks) -> Adaptations:
 
     def on_new(name: str, line: str) -> None:
         hooks.note(store.redactor.text(line), level="warning")
-        store.write_run(store.run.model_copy(update={"adaptations": {**store.run.adaptations, name: line}}))
+        store.update_run(lambda run: run.model_copy(update={"adaptations": {**run.adaptations, name: line}}))
 
     return Adaptations(store.run.adaptations, on_new)
 
@@ -275,8 +275,8 @@ def _estimated_lengths(store: RunStore, adaptations: Adaptations, why: str) -> T
     tokenizer = TiktokenTokenizer()
     spec = store.run.spec
     adaptations.note(adapted.LENGTHS, f"{why}; lengths are estimated with {tokenizer.name} instead")
-    store.write_run(
-        store.run.model_copy(
+    store.update_run(
+        lambda run: run.model_copy(
             update={"length_measure": tokenizer.name, "estimated_length_suites": spec.suites}
         )
     )
@@ -293,7 +293,7 @@ async def _open_capture(store: RunStore, client: ChatClient, server_info: dict[s
         model_path=profile.model_path if profile is not None else None,
     )
     layout = {"indexer_layout": dataclasses.asdict(capture.layout)}
-    store.write_run(store.run.model_copy(update={"server_info": {**store.run.server_info, **layout}}))
+    store.update_run(lambda run: run.model_copy(update={"server_info": {**run.server_info, **layout}}))
     return capture
 
 

@@ -14,7 +14,9 @@ from recall_eval.types import RunStatus
 
 
 def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
-    store.write_run(store.run.model_copy(update={"status": status, "finished_at": time.time(), "note": note}))
+    store.update_run(
+        lambda run: run.model_copy(update={"status": status, "finished_at": time.time(), "note": note})
+    )
 
 
 def recorded_stop(store: RunStore, err: BaseException) -> BaseException:

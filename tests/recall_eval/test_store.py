@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +73,26 @@ def test_write_run_is_atomic_and_leaves_no_tmp(tmp_path):
     assert json.loads((store.path / "run.json").read_text())["status"] == "interrupted"
     assert RunStore.open(store.path).run.relaunches == 2
     assert [p.name for p in store.path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_run_updates_from_a_thread_and_the_loop_at_once_lose_nothing(tmp_path):
+    """A relaunch counts from a worker thread while adaptations land from the event loop: each
+    update_run reads and writes under one lock, so no change overwrites another."""
+    store = RunStore.create(_run(), root=tmp_path)
+
+    def relaunches() -> None:
+        for _ in range(60):
+            store.update_run(lambda run: run.model_copy(update={"relaunches": run.relaunches + 1}))
+
+    worker = threading.Thread(target=relaunches)
+    worker.start()
+    for i in range(60):
+        store.update_run(
+            lambda run, i=i: run.model_copy(update={"adaptations": {**run.adaptations, f"a{i}": "x"}})
+        )
+    worker.join()
+    on_disk = RunStore.open(store.path).run
+    assert on_disk.relaunches == 60 and len(on_disk.adaptations) == 60
 
 
 def test_torn_last_line_is_skipped_then_cut_on_next_append(tmp_path):
