@@ -111,12 +111,16 @@ class ConfigFact:
             echo = None
         else:
             raise ValueError(f"unknown config layout {layout!r}; use one of {LAYOUTS}")
-        blocks = [(self.top, [(self.sub, kept)])] + ([echo] if echo is not None else [])
+        return self.with_blocks((self.top, [(self.sub, kept)]), echo)
+
+    def with_blocks(self, target_block: Block, echo_block: Block | None) -> ConfigFact:
+        """The same question over other case-made blocks; distractors are the values still in them."""
+        blocks = [target_block] + ([echo_block] if echo_block is not None else [])
         present = {value for _, secs in blocks for _, entries in secs for _, value in entries}
         return dataclasses.replace(
             self,
-            target_block=blocks[0],
-            echo_block=echo,
+            target_block=target_block,
+            echo_block=echo_block,
             distractors=tuple(d for d in self.distractors if d in present),
         )
 

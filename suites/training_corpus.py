@@ -23,6 +23,7 @@ from recall_eval.errors import BadInput, UserError
 from recall_eval.types import Case
 from suites import config_vocab as cv
 from suites.config_formats import FORMATS as CONFIG_FORMATS
+from suites.config_formats import Block, Entry
 from suites.config_recall import LAYOUTS as CONFIG_LAYOUTS
 from suites.config_recall import ConfigStream, FlatEntry, make_config_recipe
 from suites.dialogue import FillerDialogue
@@ -170,23 +171,19 @@ def _config_level_case(
     recipe = _train_config_recipe(seed, index, depth, formats)
     fact = recipe.fact
 
-    def same_key_or_plain(entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def same_key_or_plain(entries: list[Entry]) -> list[Entry]:
         return [e for e in entries if e[0] == fact.key or e[0] in cv.PLAIN_SETTINGS]
 
+    def kept(block: Block) -> Block:
+        top, sections = block
+        return top, [(sub, same_key_or_plain(entries)) for sub, entries in sections]
+
     if level == "sections":  # only the section tells the asked value from the others: no near keys
-        sections = [(sub, same_key_or_plain(entries)) for sub, entries in fact.target_block[1]]
-        echo_top, echo_sections = fact.echo_block or (fact.top, [])
-        echo = (echo_top, [(sub, same_key_or_plain(entries)) for sub, entries in echo_sections])
-        fact = dataclasses.replace(fact, target_block=(fact.top, sections), echo_block=echo)
+        echo = kept(fact.echo_block) if fact.echo_block is not None else None
+        fact = fact.with_blocks(kept(fact.target_block), echo)
     else:
         asked = dict(fact.target_block[1])[fact.sub]
-        fact = dataclasses.replace(
-            fact, target_block=(fact.top, [(fact.sub, same_key_or_plain(asked))]), echo_block=None
-        )
-    present = {
-        v for _, secs in (fact.target_block, fact.echo_block or ("", [])) for _, es in secs for _, v in es
-    }
-    fact = dataclasses.replace(fact, distractors=tuple(d for d in fact.distractors if d in present))
+        fact = fact.with_blocks((fact.top, [(fact.sub, same_key_or_plain(asked))]), None)
     family = cv.KEY_TYPE[fact.key]
     keep: Callable[[FlatEntry], bool] = {
         "copy": lambda e: e[2] in cv.PLAIN_SETTINGS,
