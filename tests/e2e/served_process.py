@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,6 +13,19 @@ import httpx
 
 from tests.e2e.cli import REPO, cli_env
 from tests.e2e.reference_server import ServerProcess, free_port
+
+SCRIPTED_SERVER = Path(__file__).with_name("scripted_server.py")
+
+
+def start_scripted(answers: Mapping[str, str], folder: Path, name: str = "server") -> ServerProcess:
+    """tests/e2e/scripted_server.py answering `answers` (see its docstring for how a prompt finds its
+    answer), with its answers file and log written in `folder` as NAME.json and NAME.log."""
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(answers))
+    port = free_port()
+    return start_served(
+        [sys.executable, str(SCRIPTED_SERVER), str(port), str(path)], folder / f"{name}.log", port
+    )
 
 
 def start_served(
@@ -50,4 +65,4 @@ def start_served(
         raise
 
 
-__all__ = ["free_port", "start_served"]
+__all__ = ["free_port", "start_scripted", "start_served"]

@@ -4,8 +4,6 @@ the CLI against the scripted server, which answers with the max_tokens each requ
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +11,14 @@ import pytest
 from recall_eval.frame import results_frame
 from recall_eval.store import RunStore
 from tests.e2e.cli import run_cli
-from tests.e2e.served_process import free_port, start_served
+from tests.e2e.served_process import start_scripted
 
-SERVER = Path(__file__).with_name("scripted_server.py")
 RULER_FILES = Path(__file__).resolve().parents[1] / "suites" / "ruler_files"
 
 
 @pytest.fixture
 def echo(tmp_path):
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"": "budget {max_tokens}"}))  # every request: its own max_tokens
-    port = free_port()
-    server = start_served(
-        [sys.executable, str(SERVER), str(port), str(answers)], tmp_path / "server.log", port
-    )
+    server = start_scripted({"": "budget {max_tokens}"}, tmp_path)  # every request: its own max_tokens
     yield server
     server.stop()
 

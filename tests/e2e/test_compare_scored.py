@@ -8,19 +8,17 @@ score, keeps these cases out of the McNemar table, and --fail-on-regression fail
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cli import run_cli
-from tests.e2e.served_process import free_port, start_served
+from tests.e2e.served_process import start_scripted
 from tests.reports.dom import parse
 
 pytestmark = pytest.mark.slow
 
-SERVER = Path(__file__).with_name("scripted_server.py")
 ROWS = 10
 HALVED = 8  # rows where server B gives one reference of two: string_match_all 0.5 instead of 1
 
@@ -36,13 +34,10 @@ def _file(tmp_path: Path) -> Path:
     return path
 
 
-def _answers(tmp_path: Path, name: str, halved: int) -> Path:
-    answers = {
+def _answers(halved: int) -> dict[str, str]:
+    return {
         f"KEY{i:02d}": f"ALPHA{i:02d}" if i < halved else f"ALPHA{i:02d} and BETA{i:02d}" for i in range(ROWS)
     }
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(answers))
-    return path
 
 
 @pytest.fixture
@@ -50,9 +45,7 @@ def servers(tmp_path: Path) -> Iterator[list[str]]:
     started = []
     try:
         for name, halved in (("full", 0), ("halved", HALVED)):
-            port = free_port()
-            argv = [sys.executable, str(SERVER), str(port), str(_answers(tmp_path, name, halved))]
-            started.append(start_served(argv, tmp_path / f"{name}.log", port))
+            started.append(start_scripted(_answers(halved), tmp_path, name))
         yield [server.base_url for server in started]
     finally:
         for server in started:

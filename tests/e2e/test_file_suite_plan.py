@@ -5,8 +5,6 @@ plus one case per row of the file, never the file times the grid."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,19 +12,12 @@ from recall_eval import frame
 from recall_eval.store import RunStore
 from suites import jsonl_files
 from tests.e2e.cli import run_cli
-from tests.e2e.served_process import free_port, start_served
-
-SERVER = Path(__file__).with_name("scripted_server.py")
+from tests.e2e.served_process import start_scripted
 
 
 @pytest.fixture
 def scripted(tmp_path):
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"KEY01": "ALPHA01"}))
-    port = free_port()
-    server = start_served(
-        [sys.executable, str(SERVER), str(port), str(answers)], tmp_path / "server.log", port
-    )
+    server = start_scripted({"KEY01": "ALPHA01"}, tmp_path)
     yield server
     server.stop()
 

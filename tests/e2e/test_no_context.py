@@ -3,28 +3,17 @@ are scored like the suite's own, and are not flagged as off their target length.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import pytest
 
 from recall_eval.frame import results_frame
 from tests.e2e.cli import run_cli
-from tests.e2e.served_process import free_port, start_served
-
-SERVER = Path(__file__).with_name("scripted_server.py")
+from tests.e2e.served_process import start_scripted
 
 
 @pytest.fixture
 def guesser(tmp_path):
     # a model that always "knows" one RULER-shaped number: a suite that gave it away would score
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"special magic": "It is 1234567.", "": "no idea"}))
-    port = free_port()
-    server = start_served(
-        [sys.executable, str(SERVER), str(port), str(answers)], tmp_path / "server.log", port
-    )
+    server = start_scripted({"special magic": "It is 1234567.", "": "no idea"}, tmp_path)
     yield server
     server.stop()
 

@@ -4,7 +4,6 @@ RULER's evaluation of the same predictions (tests/suites/ruler_files/README.md s
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,9 @@ import pytest
 from recall_eval.frame import results_frame
 from recall_eval.metrics import ruler_task_score
 from tests.e2e.cli import run_cli
-from tests.e2e.served_process import free_port, start_served
+from tests.e2e.served_process import start_scripted
 
 FILES = Path(__file__).with_name("ruler_files")
-SERVER = Path(__file__).parents[1] / "e2e" / "scripted_server.py"
 TASKS = ("niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt", "cwe", "fwe")
 
 
@@ -32,10 +30,7 @@ def scripted(tmp_path):
         for task in TASKS
         for index, row in enumerate(_rows(task))
     }
-    path = tmp_path / "answers.json"
-    path.write_text(json.dumps(answers))
-    port = free_port()
-    server = start_served([sys.executable, str(SERVER), str(port), str(path)], tmp_path / "server.log", port)
+    server = start_scripted(answers, tmp_path)
     yield server
     server.stop()
 
@@ -85,10 +80,7 @@ def test_generic_jsonl_rows_are_scored_by_their_named_metric(tmp_path):
     ]
     data = tmp_path / "mine.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"Q-ALPHA": "paris, maybe", "Q-BETA": "LYON", "Q-GAMMA": "PFXabcf"}))
-    port = free_port()
-    server = start_served([sys.executable, str(SERVER), str(port), str(answers)], tmp_path / "s.log", port)
+    server = start_scripted({"Q-ALPHA": "paris, maybe", "Q-BETA": "LYON", "Q-GAMMA": "PFXabcf"}, tmp_path)
     try:
         out = tmp_path / "runs"
         completed = run_cli(
