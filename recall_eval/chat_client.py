@@ -176,14 +176,14 @@ def _consume_event(data: Any, state: _StreamState, now: float) -> bool:
             "protocol",
             f"the answer ran past {MAX_ANSWER_CHARS:,} characters (the server ignored max_tokens?); "
             f"stored the first {MAX_ANSWER_CHARS:,}",
-            partial="".join(state.content)[:MAX_ANSWER_CHARS],
+            partial=state.text_so_far()[:MAX_ANSWER_CHARS],
         )
     if state.reasoning_chars > MAX_REASONING_READ:
         raise RequestFailed(
             "protocol",
             f"the reasoning ran past {MAX_REASONING_READ:,} characters (the server ignored max_tokens?); "
             f"stored the first {MAX_REASONING_CHARS:,}",
-            partial="".join(state.content)[:MAX_ANSWER_CHARS],
+            partial=state.text_so_far()[:MAX_ANSWER_CHARS],
         )
     return got_text
 
@@ -328,7 +328,7 @@ class ChatClient:
 
     @staticmethod
     def _completion(state: _StreamState, sent: float, closed: float) -> Completion:
-        answer, inline_thoughts = split_thinking("".join(state.content))
+        answer, inline_thoughts = split_thinking(state.text_so_far())
         reasoning = "".join(state.reasoning)
         cut = state.reasoning_chars > state.kept_reasoning
         if inline_thoughts:
