@@ -46,6 +46,7 @@ DEFAULT_KINDS = ("needle", "config", "multiturn")
 # sections: as shapes, plus the asked key with other values in sibling sections and under another
 # top-level name (the suite's echo block): only the section path tells the asked value apart;
 # lookalike: the suite's filler, with values of the asked family (same shape, other keys).
+# "config-full" is the plain kind in the full layout only (the plain kind mixes in compact and minimal).
 CONFIG_LEVELS = ("copy", "shapes", "sections", "lookalike")
 
 
@@ -132,10 +133,14 @@ def _config_case(
     depth: float,
     taken: set[str],
     formats: Sequence[str] = (),
+    full_only: bool = False,
 ) -> Case:
     recipe = _train_config_recipe(seed, index, depth, formats)
-    # every layout the evaluation may send (short lengths use the smaller ones), in equal shares
-    for _ in range(derive_rng("train-config-layout", seed, index).randrange(len(CONFIG_LAYOUTS))):
+    # every layout the evaluation may send (short lengths use the smaller ones), in equal shares; or
+    # (config-full) only the full one, which the sweep sends wherever it fits (45 of the 48 config
+    # cases of 338-4,096 tokens) and the one whose sibling sections and echo block carry the asked key
+    layouts = 1 if full_only else len(CONFIG_LAYOUTS)
+    for _ in range(derive_rng("train-config-layout", seed, index).randrange(layouts)):
         recipe = recipe.smaller() or recipe
     return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
 
@@ -223,7 +228,8 @@ KIND_BUILDERS: dict[str, KindBuilder] = {
 
 def _builder(kind: str) -> KindBuilder | None:
     """The builder of a kind; "config:env+sysctl" is the config kind restricted to those formats,
-    "config-copy" (any of CONFIG_LEVELS after the dash, formats optional) a curriculum level."""
+    "config-copy" (any of CONFIG_LEVELS after the dash, formats optional) a curriculum level,
+    "config-full" (formats optional) the config kind in its full layout only."""
     if kind in KIND_BUILDERS:
         return KIND_BUILDERS[kind]
     name, _, formats = kind.partition(":")
@@ -233,6 +239,8 @@ def _builder(kind: str) -> KindBuilder | None:
         return None
     if any(f not in CONFIG_FORMATS for f in chosen):
         return None
+    if level == "full":
+        return functools.partial(_config_case, formats=chosen, full_only=True)
     if level:
         if level not in CONFIG_LEVELS:
             return None
@@ -254,7 +262,8 @@ def _check(n: int, min_words: int, max_words: int, kinds: Sequence[str]) -> None
         raise BadInput(
             f"training kind(s) {', '.join(missing)} not implemented yet; available: {', '.join(KIND_BUILDERS)}"
             f" (config:FORMAT+FORMAT restricts config to some of {', '.join(CONFIG_FORMATS)};"
-            f" config-LEVEL[:FORMATS] is a curriculum level, LEVEL one of {', '.join(CONFIG_LEVELS)})"
+            f" config-LEVEL[:FORMATS] is a curriculum level, LEVEL one of {', '.join(CONFIG_LEVELS)};"
+            " config-full[:FORMATS] is config in the full layout only)"
         )
 
 

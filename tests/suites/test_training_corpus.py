@@ -160,3 +160,21 @@ def test_config_sections_level_repeats_only_the_asked_key_in_other_sections() ->
             assert key in line, (key, line)
         repeats.append(len(found[family]) - 1)
     assert min(repeats) >= 1 and max(repeats) >= 3  # sibling sections and the other top-level name
+
+
+def _asked_key_lines(kind: str, n: int) -> list[int]:
+    """Per example: how many document lines hold the asked key (yaml/toml: the key is literal there)."""
+    counts = []
+    for example in iter_training_examples(12, n, 100, 200, (kind,)):
+        document, question = example.messages[0]["content"].rsplit("\n\n", 1)
+        key = re.search(r"\b[a-z_]+\.[a-z_]+\.([a-z_]+)\b", question).group(1)  # top.sub.KEY
+        counts.append(sum(re.search(rf"\b{key}\b", line) is not None for line in document.splitlines()))
+    return counts
+
+
+def test_config_full_kind_always_sends_the_layout_with_sibling_sections() -> None:
+    # the sweep sends the full layout wherever it fits; the plain kind mixes in the smaller layouts
+    full = _asked_key_lines("config-full:yaml+toml", 60)
+    mixed = _asked_key_lines("config:yaml+toml", 60)
+    assert min(full) >= 2  # the asked key also under sibling sections or the echo block's name
+    assert mixed.count(1) >= 5  # minimal layout (a third of them): the asked key on its own line only

@@ -380,7 +380,9 @@ def main() -> None:
         "--kinds",
         default=",".join(KINDS),
         help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it;"
-        " config:env+sysctl restricts config documents to those formats)",
+        " config:env+sysctl restricts config documents to those formats; config-full sends config in"
+        " the sweep's full layout only; curriculum kinds: needle-values, needle-multikey,"
+        " config-copy, config-shapes, config-sections, config-lookalike)",
     )
     p_train.add_argument(
         "--then",
