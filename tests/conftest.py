@@ -5,12 +5,21 @@ except that under CI=true a missing Chromium or sglang fails them (tests/prerequ
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 
 from tests import prerequisites
 
 _MISSING = pytest.StashKey[tuple[str, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts `cmd &` with SIGINT ignored, and an ignored signal stays
+    # ignored in every child: the Ctrl-C tests (SIGINT to pytest itself, to the CLI, to a harness)
+    # would then test nothing the user does. Python's own handler is reset to the default on exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
