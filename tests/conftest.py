@@ -14,12 +14,19 @@ from tests import prerequisites
 _MISSING = pytest.StashKey[tuple[str, str]]()
 
 
+def _hangup_ignored_here(signum: int, frame: object) -> None:
+    """pytest itself keeps ignoring hangups (as nohup asked); a handler, unlike SIG_IGN, is reset to
+    the default in every program the tests start."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # A shell without job control starts `cmd &` with SIGINT ignored, and an ignored signal stays
-    # ignored in every child: the Ctrl-C tests (SIGINT to pytest itself, to the CLI, to a harness)
-    # would then test nothing the user does. Python's own handler is reset to the default on exec.
+    # A shell without job control starts `cmd &` with SIGINT ignored, nohup ignores SIGHUP, and an
+    # ignored signal stays ignored in every child: the Ctrl-C and hang-up tests (to pytest itself, to
+    # the CLI, to a harness) would then test nothing a user does. A Python handler is reset on exec.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _hangup_ignored_here)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
