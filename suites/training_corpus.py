@@ -190,10 +190,14 @@ def _config_level_case(
         asked = dict(fact.target_block[1])[fact.sub]
         fact = fact.with_blocks((fact.top, [(fact.sub, same_key_or_plain(asked))]), None)
     family = cv.KEY_TYPE[fact.key]
+
+    def of_other_families(entry: FlatEntry) -> bool:  # no other value of the asked value's shape
+        return cv.KEY_TYPE.get(entry[2]) != family
+
     keep: Callable[[FlatEntry], bool] = {
         "copy": lambda e: e[2] in cv.PLAIN_SETTINGS,
-        "shapes": lambda e: cv.KEY_TYPE.get(e[2]) != family,
-        "sections": lambda e: cv.KEY_TYPE.get(e[2]) != family,
+        "shapes": of_other_families,
+        "sections": of_other_families,
         "lookalike": lambda e: True,
     }[level]
     stream = _FilteredStream(recipe.stream, keep)

@@ -150,8 +150,7 @@ def test_config_sections_level_repeats_only_the_asked_key_in_other_sections() ->
     repeats = []
     for example in iter_training_examples(12, 40, 100, 200, ("config-sections:sysctl+toml+yaml",)):
         content = example.messages[0]["content"]
-        question = content.rsplit("\n\n", 1)[-1]
-        key = re.search(r"\b[a-z_]+\.[a-z_]+\.([a-z_]+)\b", question).group(1)  # top.sub.KEY
+        key = _asked_key(content.rsplit("\n\n", 1)[-1])
         found = _shapes(content)
         family = next(f for f, values in found.items() if example.answer in values)
         assert found[family].count(example.answer) == 1
@@ -162,12 +161,16 @@ def test_config_sections_level_repeats_only_the_asked_key_in_other_sections() ->
     assert min(repeats) >= 1 and max(repeats) >= 3  # sibling sections and the other top-level name
 
 
+def _asked_key(question: str) -> str:
+    return re.search(r"\b[a-z_]+\.[a-z_]+\.([a-z_]+)\b", question).group(1)  # top.sub.KEY
+
+
 def _asked_key_lines(kind: str, n: int) -> list[int]:
     """Per example: how many document lines hold the asked key (yaml/toml: the key is literal there)."""
     counts = []
     for example in iter_training_examples(12, n, 100, 200, (kind,)):
         document, question = example.messages[0]["content"].rsplit("\n\n", 1)
-        key = re.search(r"\b[a-z_]+\.[a-z_]+\.([a-z_]+)\b", question).group(1)  # top.sub.KEY
+        key = _asked_key(question)
         counts.append(sum(re.search(rf"\b{key}\b", line) is not None for line in document.splitlines()))
     return counts
 
