@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import random
 import shutil
 import threading
@@ -94,6 +95,9 @@ class BatchSource:
         self.rng = random.Random(seed)
         self.tokens_per_batch = tokens_per_batch
         self.examples = 0
+        # one core per worker: each worker's tokenizer would otherwise start a thread per core, and
+        # with a dozen workers the training loop got a fifth of its speed while data was being made
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
         self.pool = mp.get_context("fork").Pool(workers)
         self.thread = threading.Thread(target=self._consume, args=(specs,), daemon=True)
         self.thread.start()
@@ -199,6 +203,24 @@ def curriculum_phases(kinds: str, then: list[str]) -> list[tuple[float, tuple[st
     return phases
 
 
+def schedule_fraction(
+    elapsed_s: float, minutes: float, schedule_minutes: float | None, offset_minutes: float
+) -> float:
+    """Where this run stands in the learning-rate schedule (and the --then phases), from 0 to 1. A
+    schedule of --schedule-minutes can be trained in several runs of --minutes each, every run after
+    the first starting at --schedule-offset from the last one's final weights: on a device that
+    allows a few minutes per call, the calls then make one cosine decay instead of restarting at the
+    peak rate, which cost every warm start of stage 9 about 1,000 steps."""
+    total = (schedule_minutes or minutes) * 60
+    return min(1.0, (offset_minutes * 60 + elapsed_s) / total)
+
+
+def learning_rate(peak: float, step: int, warmup: int, frac: float) -> float:
+    """Linear warm-up over the run's first steps (a fresh AdamW each run), times a cosine from the peak
+    to a tenth of it over the schedule."""
+    return peak * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
 def autocast(device: torch.device) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
@@ -270,6 +292,8 @@ def train(args: argparse.Namespace) -> None:
     sources[0].wait(8)
     print(f"params {n_params}; data ready after {time.time() - t_start:.1f}s", flush=True)
     budget = args.minutes * 60
+    frac = schedule_fraction(0.0, args.minutes, args.schedule_minutes, args.schedule_offset)
+    phase = 0
     t0 = time.time()
     last_val, best, step = t0, -1.0, 0
     sparse_since: int | None = 0 if args.init else None
@@ -277,8 +301,8 @@ def train(args: argparse.Namespace) -> None:
     log = (out / "train_log.jsonl").open("w")
     np_rng = np.random.default_rng(args.seed)
     while (elapsed := time.time() - t0) < budget:
-        frac = elapsed / budget
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        frac = schedule_fraction(elapsed, args.minutes, args.schedule_minutes, args.schedule_offset)
+        lr = learning_rate(args.lr, step, args.warmup, frac)
         for group in opt.param_groups:
             group["lr"] = lr
         if sparse_since is None and (
@@ -346,6 +370,13 @@ def train(args: argparse.Namespace) -> None:
                 save_checkpoint(model, out, meta, Path(tok_path))
     for src in sources:
         src.close()
+    # the final weights, for the next run of a schedule split over several (--schedule-offset)
+    save_checkpoint(
+        model,
+        out / "last",
+        {"step": step, "schedule_fraction": frac, "phase": phase, "args": vars(args)},
+        Path(tok_path),
+    )
     print(f"done: {step} steps in {time.time() - t0:.0f}s, best val score {best:.3f}", flush=True)
 
 
@@ -404,6 +435,19 @@ def main() -> None:
     p_train.add_argument("--batch-tokens", type=int, default=65536)
     p_train.add_argument("--lr", type=float, default=1.5e-3)
     p_train.add_argument("--warmup", type=int, default=300)
+    p_train.add_argument(
+        "--schedule-minutes",
+        type=float,
+        default=None,
+        help="length of the cosine schedule (and of the --then fractions), default --minutes: train"
+        " a longer schedule in several runs, each from the last one's OUT/last weights",
+    )
+    p_train.add_argument(
+        "--schedule-offset",
+        type=float,
+        default=0.0,
+        help="minutes of --schedule-minutes that earlier runs already trained (0 for the first)",
+    )
     p_train.add_argument("--n-lm", type=int, default=32)
     p_train.add_argument("--dense-max-frac", type=float, default=0.35)
     p_train.add_argument("--val-every", type=float, default=45.0)
@@ -412,6 +456,14 @@ def main() -> None:
         "--val-lengths", default="1024,4096,8192,16384", help="prompt tokens, comma-separated"
     )
     args = parser.parse_args()
+    if args.cmd == "train" and (
+        args.schedule_offset < 0
+        or args.schedule_offset + args.minutes > (args.schedule_minutes or args.minutes) + 1e-9
+    ):
+        parser.error(
+            f"--schedule-offset {args.schedule_offset:g} + --minutes {args.minutes:g} run past"
+            f" --schedule-minutes {args.schedule_minutes or args.minutes:g}"
+        )
     if args.cmd == "tokenizer":
         build_tokenizer(args.out, args.vocab_size)
     elif args.cmd == "extend-tokenizer":

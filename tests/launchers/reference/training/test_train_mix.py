@@ -16,6 +16,8 @@ from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
 from launchers.reference.training.train import (
     curriculum_phases,
+    learning_rate,
+    schedule_fraction,
     shard_specs,
     validation_score,
     validation_sets,
@@ -65,18 +67,48 @@ def test_curriculum_phases_start_at_their_fraction_in_order() -> None:
             curriculum_phases("needle", bad)
 
 
+def test_a_schedule_split_over_runs_continues_where_the_last_run_stopped() -> None:
+    # one 24-minute schedule trained as three 8-minute runs: the second run's first second is the
+    # single run's minute 8, and the rate there is the single run's, not the peak again
+    whole = schedule_fraction(8 * 60 + 1, 24, None, 0)
+    second = schedule_fraction(1, 8, 24, 8)
+    assert second == pytest.approx(whole) == pytest.approx(481 / 1440)
+    assert learning_rate(4e-4, 1000, 50, second) == pytest.approx(learning_rate(4e-4, 9000, 50, whole))
+    assert learning_rate(4e-4, 1000, 50, second) < 0.8 * 4e-4
+    assert learning_rate(4e-4, 1000, 50, schedule_fraction(8 * 60, 8, 24, 16)) == pytest.approx(4e-5)
+    assert learning_rate(4e-4, 0, 50, second) == pytest.approx(learning_rate(4e-4, 1000, 50, second) / 50)
+    assert schedule_fraction(10 * 60, 8, None, 0) == 1.0
+
+
+def test_a_run_past_its_schedule_is_refused_before_any_work() -> None:
+    args = ["train", "--out", "x", "--minutes", "8", "--schedule-minutes", "20", "--schedule-offset", "16"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "launchers.reference.training.train", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--schedule-offset 16 + --minutes 8 run past --schedule-minutes 20" in proc.stderr
+
+
 @pytest.mark.slow
 def test_short_cpu_curriculum_run_validates_every_phase_kind(tmp_path: Path) -> None:
     out = tmp_path / "ckpt"
     args = ["train", "--init", str(WEIGHTS_DIR), "--out", str(out), "--device", "cpu", "--minutes", "0.1",
             "--kinds", "needle,config-copy", "--then", "0.5:config-shapes", "--shards", "2", "--workers", "2",
             "--val-cases", "1", "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096",
-            "--max-tokens", "800"]  # fmt: skip
+            "--max-tokens", "800", "--schedule-minutes", "0.3", "--schedule-offset", "0.2"]  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "launchers.reference.training.train", *args], check=True, timeout=600
     )
     meta = json.loads((out / "training.json").read_text())
     assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config-copy@400", "config-shapes@400"}
+    # the run is the schedule's last third (--then 0.5), so it ends in the second phase
+    last = json.loads((out / "last" / "training.json").read_text())
+    assert last["phase"] == 1 and last["step"] > 0
+    assert last["schedule_fraction"] == pytest.approx(1.0, abs=0.05)
+    assert ReferenceModel.load(out / "last").cfg.vocab_size > 0
     assert meta["args"]["then"] == ["0.5:config-shapes"]
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert any("val_recall" in rec for rec in log)
