@@ -1,7 +1,7 @@
 """Gating a kernel change in CI with `recall-eval compare`, through the real CLI and real servers.
 
 --fail-under on every variant (the reference engine launched as fp8 and bf16: needles found at these
-short lengths, config values never, the embedded model's recall), bad input rejected before anything
+short lengths, config values not all of them, the embedded model's recall), bad input rejected before anything
 starts, and --fail-on-regression against a real drop: the reference engine as baseline, and as candidate
 tests/recall_eval/tiny_server.py started with `wrong` (it answers every code reversed, like a kernel
 that broke retrieval). The regression test needs the embedded model to find the needles of GRID; a
