@@ -10,8 +10,9 @@ Byte counts follow SGLang 0.5.23's own sizing rules:
   2-token page of a ratio-128 layer); ratio-4 (CSA) layers also hold an index key per compressed token,
   ratio-128 (HCA) layers only the slot; the sliding-window pool is sized at swa_full_tokens_ratio (0.1)
   of the full pool and holds a slot in every layer plus the fp32 compress-state ring of the CSA layers;
-  the HCA layers' fp32 compress-state rings (128 rows per request slot, max_running_requests = 256 as
-  SGLang sets for DeepSeek-V4) are fixed bytes taken off the budget first;
+  the HCA layers' fp32 compress-state rings (128 rows per request slot; max_running_requests = 256 as
+  SGLang sets for DeepSeek-V4, or the profile's --max-running-requests) are fixed bytes taken off the
+  budget first;
 - DeepSeek-V3.2 (DSA): one latent slot per token and layer (bf16 576 dims = 1152 B, SGLang's default
   on Hopper) and an index key per token on every layer.
 For DeepSeek-V4 the KV slots equal what SGLang's configurator computes from the same budget
@@ -22,8 +23,10 @@ Request-slot tables and CUDA-graph buffers (outside the fraction) are left out.
 
 from __future__ import annotations
 
+import argparse
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +225,22 @@ class Plan:
     notes: tuple[str, ...]
 
 
+def max_running_requests_arg(profile_name: str, extra_args: Sequence[str]) -> int | None:
+    """--max-running-requests as a profile's extra_args pass it to SGLang (`--flag N` or `--flag=N`; the
+    last one wins, as in SGLang's own parser), or None when they do not set it."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--max-running-requests", type=int)
+    try:
+        value = parser.parse_known_args(list(extra_args))[0].max_running_requests
+    except argparse.ArgumentError as err:
+        raise BadInput(f"profile {profile_name!r}: extra_args {err}") from None
+    if value is not None and value < 1:
+        raise BadInput(
+            f"profile {profile_name!r}: extra_args --max-running-requests {value}: must be at least 1"
+        )
+    return value
+
+
 def _page_floor(tokens: float, page: int) -> int:
     return int(tokens) // page * page
 
@@ -238,6 +257,9 @@ def make_plan(
         raise BadInput(f"--weights-gb {weights_gib:g}: must be 0 GiB or more")
     config, source, shipped_weights = find_model_config(profile)
     layout = layout_from_config(config)
+    slots = max_running_requests_arg(profile.name, profile.extra_args)
+    if layout.family == "deepseek_v4" and slots is not None:
+        layout = replace(layout, max_running_requests=slots)
     positions = config.get("max_position_embeddings")
     if context_length is not None and context_length < 1:
         raise BadInput(f"--context-length {context_length}: must be at least 1 token")
@@ -260,9 +282,13 @@ def make_plan(
         )
     token_bytes = max(int(pool_gib * GIB) - layout.fixed_bytes(), 0)  # what SGLang divides among tokens
     if layout.fixed_bytes():
+        slots_source = (
+            ", --max-running-requests in the profile" if slots else ", SGLang's default for this model"
+        )
         notes.append(
             f"{layout.fixed_bytes() / GIB:.2f} GiB of the pool go to the HCA layers' compress-state rings "
-            f"({layout.max_running_requests} request slots) before any token, as SGLang's configurator sizes them"
+            f"({layout.max_running_requests} request slots{slots_source}) "
+            "before any token, as SGLang's configurator sizes them"
         )
     fp8_bytes = layout.kv_bytes_per_token("fp8")
     fp8_tokens = _page_floor(token_bytes / fp8_bytes, layout.page_size)

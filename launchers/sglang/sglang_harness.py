@@ -188,7 +188,9 @@ class Setup:
         )
 
 
-def resolve(config_dir: Path, mem_fraction: float, context_length: int) -> Setup:
+def resolve(
+    config_dir: Path, mem_fraction: float, context_length: int, max_running_requests: int | None = None
+) -> Setup:
     """ServerArgs for this config, resolved by SGLang's own pipeline and published as the process's
     runtime context (what every SGLang module reads through get_schedule(), get_exec(), ...)."""
     from sglang.srt.configs.model_config import ModelConfig
@@ -201,6 +203,7 @@ def resolve(config_dir: Path, mem_fraction: float, context_length: int) -> Setup
         context_length=context_length,
         skip_tokenizer_init=True,
         device="cuda",  # resolve as a CUDA server would, also where this runs on a CPU
+        max_running_requests=max_running_requests,  # None: the model's default (256 for DeepSeek-V4)
     )
     args.resolve_once()
     get_context().set_server_args(args)

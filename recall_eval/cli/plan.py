@@ -46,7 +46,9 @@ def plan(
     ] = None,
 ) -> None:
     """Index-key bytes per token (per layer and in total), KV pool, max tokens and sequences that fit,
-    for fp8 / fp4 / bf16 index keys, and what switching precision changes."""
+    for fp8 / fp4 / bf16 index keys, and what switching precision changes. DeepSeek-V4's fixed
+    compress-state rings are sized for the profile's --max-running-requests (in its extra_args),
+    else for SGLang's default of 256."""
     result = servers.plan(profile, target, gpu_mem_gib=gpu_mem_gb, weights_gib=weights_gb)
     out = Console(highlight=False)
     if not out.is_terminal:  # piped: keep the table whole

@@ -62,6 +62,17 @@ def test_plan_prints_the_precision_comparison_table(tmp_path, monkeypatch):
     assert "the often-quoted '~2.5 KB/token more'" in out and "seed" not in out
 
 
+def test_plan_sizes_the_rings_for_a_users_max_running_requests(tmp_path, monkeypatch):
+    (tmp_path / "recall-eval.toml").write_text(
+        '[profiles.flash-64]\nbase = "dsv4-flash"\nextra_args = ["--max-running-requests", "64"]\n'
+    )
+    ours = invoke(["plan", "flash-64"], tmp_path, monkeypatch)
+    shipped = invoke(["plan", "dsv4-flash"], tmp_path, monkeypatch)
+    assert ours.exit_code == 0 and shipped.exit_code == 0, ours.output + shipped.output
+    assert "0.65 GiB of the pool go to the HCA layers' compress-state rings (64 request slots" in ours.stdout
+    assert "2.53 GiB" in shipped.stdout and "(256 request slots, SGLang's default" in shipped.stdout
+
+
 @pytest.mark.slow
 def test_serve_reference_prints_ready_time_and_leaves_nothing_after_ctrl_c(tmp_path):
     port = free_port()

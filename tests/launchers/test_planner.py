@@ -73,10 +73,38 @@ def test_dsv4_pages_are_padded_and_hca_rings_are_fixed_bytes_as_sglang_sizes_the
     # 20 HCA layers x (257 request slots x 128 + 129 rows = 33025, rounded up to 128: 33152) x 2 x 512 fp32
     assert layout.fixed_bytes() == 20 * 33152 * 2 * 512 * 4
     notes = " ".join(make_plan(profiles["dsv4-flash"]).notes)
-    assert "2.53 GiB of the pool go to the HCA layers' compress-state rings (256 request slots)" in notes
+    assert (
+        "2.53 GiB of the pool go to the HCA layers' compress-state rings (256 request slots, SGLang's default"
+        " for this model)" in notes
+    )
     assert layout.kv_bytes_per_token("fp8") == pytest.approx(
         0.1 * (585 * 43 + 8 / 256 * 10240 * 21) + 21 * (585 + 132) / 4 + 20 * 864 / 128
     )
+
+
+def test_a_profiles_max_running_requests_sizes_the_hca_rings(profiles):
+    default = make_plan(profiles["dsv4-flash"])
+    for extra in (("--max-running-requests", "64"), ("--disable-radix-cache", "--max-running-requests=64")):
+        plan = make_plan(profiles["dsv4-flash"].model_copy(update={"extra_args": extra}))
+        assert plan.layout.max_running_requests == 64
+        # 20 HCA layers x (65 x 128 + 129 rows = 8449, rounded up to 128: 8576) x 2 x 512 fp32
+        assert plan.layout.fixed_bytes() == 20 * 8576 * 2 * 512 * 4
+        assert "(64 request slots, --max-running-requests in the profile)" in " ".join(plan.notes)
+        assert plan.rows[0].max_tokens > default.rows[0].max_tokens
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (("--max-running-requests", "many"), "--max-running-requests: invalid int value: 'many'"),
+        (("--max-running-requests=0",), "--max-running-requests 0: must be at least 1"),
+        (("--max-running-requests",), "--max-running-requests: expected one argument"),
+    ],
+)
+def test_a_bad_max_running_requests_is_one_line_naming_the_profile(profiles, extra, fragment):
+    with pytest.raises(BadInput, match="profile 'dsv4-flash': extra_args") as err:
+        make_plan(profiles["dsv4-flash"].model_copy(update={"extra_args": extra}))
+    assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
 def test_dsv32_only_fp8_is_available(profiles):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from launchers import planner
+from launchers.profiles import load_profiles
 from launchers.sglang import sglang_harness as harness
 from launchers.sglang import sglang_validate
 from launchers.sglang.kernels import reference as ref
@@ -31,6 +32,27 @@ def test_a_planner_that_drifts_from_sglang_is_caught(sglang_available, monkeypat
     monkeypatch.setattr(planner, "DSV4_MAX_RUNNING_REQUESTS", 128)  # SGLang sizes the HCA rings for 256
     checks = sglang_validate.configurator_checks(planner.DEFAULT_GPU_MEM_GIB)
     assert not any(c.ok for c in checks)
+
+
+def test_planner_follows_a_profiles_max_running_requests_as_sglangs_configurator_does(
+    sglang_available,
+) -> None:
+    profile = load_profiles()["dsv4-flash"]
+    flash = harness.temp_config_dir()
+    slots = {}
+    for requests in (None, 64):
+        extra = ("--max-running-requests", str(requests)) if requests else ()
+        plan = planner.make_plan(
+            profile.model_copy(update={"extra_args": extra}), context_length=131072, weights_gib=0.0
+        )
+        with harness.patch_state("fp8"):
+            setup = harness.resolve(flash, 0.85, 131072, requests)
+            budget = int(planner.DEFAULT_GPU_MEM_GIB * 0.85 * planner.GIB)
+            sglang = setup.pool_sizes(budget).max_total_num_tokens
+        assert setup.max_running_requests == (requests or planner.DSV4_MAX_RUNNING_REQUESTS)
+        assert plan.rows[0].max_tokens == sglang, (requests, plan.rows[0].max_tokens, sglang)
+        slots[requests] = sglang
+    assert slots[64] > slots[None]  # fewer request slots leave more of the pool to tokens
 
 
 @pytest.mark.parametrize("kind", ["fp8", "bf16"])
