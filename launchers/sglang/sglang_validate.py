@@ -25,15 +25,24 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from launchers.planner import DEFAULT_GPU_MEM_GIB, GIB, indexer_logits_bytes, make_plan
+from launchers.planner import (
+    DEFAULT_GPU_MEM_GIB,
+    DEFAULT_MEM_FRACTION,
+    GIB,
+    indexer_logits_bytes,
+    make_plan,
+    max_running_requests_arg,
+)
 from launchers.sglang import sglang_harness as harness
 from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, bytes_per_token
 from launchers.sglang.kernels.store import norm_rope_hadamard_store
+from recall_eval.types import Profile
 
 INDEXER = "sglang.srt.layers.attention.dsv4.indexer"
 COMPRESSOR = "sglang.srt.layers.attention.dsv4.compressor_v2"
@@ -97,6 +106,21 @@ class Result:
 # --- 1. planner vs configurator -----------------------------------------------------------------------
 
 
+def kv_slots(
+    profile: Profile, config_dir: Path, kind: str, context: int, gpu_mem_gib: float
+) -> tuple[int, int, int]:
+    """KV slots for `kind` index keys from one profile, the planner's and SGLang's configurator's on the
+    same budget (its mem fraction and --max-running-requests go to both), and the request slots SGLang
+    resolved. Call inside harness.patch_state(kind)."""
+    fraction = profile.mem_fraction_static or DEFAULT_MEM_FRACTION
+    requests = max_running_requests_arg(profile.name, profile.extra_args)
+    setup = harness.resolve(config_dir, fraction, context, requests)
+    sglang = setup.pool_sizes(int(gpu_mem_gib * fraction * GIB)).max_total_num_tokens
+    plan = make_plan(profile, context_length=context, gpu_mem_gib=gpu_mem_gib, weights_gib=0.0)
+    ours = next(row.max_tokens for row in plan.rows if row.dtype == kind)
+    return ours, sglang, setup.max_running_requests
+
+
 def configurator_checks(gpu_mem_gib: float) -> list[Check]:
     from launchers.profiles import load_profiles
 
@@ -107,15 +131,13 @@ def configurator_checks(gpu_mem_gib: float) -> list[Check]:
         with harness.patch_state(kind):
             for fraction in (0.85, 0.80):
                 for context in (524288, 131072):
-                    setup = harness.resolve(flash, fraction, context)
-                    sglang = setup.pool_sizes(int(gpu_mem_gib * fraction * GIB)).max_total_num_tokens
-                    plan = make_plan(
+                    ours, sglang, _ = kv_slots(
                         profile.model_copy(update={"mem_fraction_static": fraction}),
-                        context_length=context,
-                        gpu_mem_gib=gpu_mem_gib,
-                        weights_gib=0.0,
+                        flash,
+                        kind,
+                        context,
+                        gpu_mem_gib,
                     )
-                    ours = next(row.max_tokens for row in plan.rows if row.dtype == kind)
                     checks.append(
                         Check(
                             "planner vs SGLang configurator",

@@ -42,15 +42,16 @@ def test_planner_follows_a_profiles_max_running_requests_as_sglangs_configurator
     slots = {}
     for requests in (None, 64):
         extra = ("--max-running-requests", str(requests)) if requests else ()
-        plan = planner.make_plan(
-            profile.model_copy(update={"extra_args": extra}), context_length=131072, weights_gib=0.0
-        )
         with harness.patch_state("fp8"):
-            setup = harness.resolve(flash, 0.85, 131072, requests)
-            budget = int(planner.DEFAULT_GPU_MEM_GIB * 0.85 * planner.GIB)
-            sglang = setup.pool_sizes(budget).max_total_num_tokens
-        assert setup.max_running_requests == (requests or planner.DSV4_MAX_RUNNING_REQUESTS)
-        assert plan.rows[0].max_tokens == sglang, (requests, plan.rows[0].max_tokens, sglang)
+            ours, sglang, sglang_requests = sglang_validate.kv_slots(
+                profile.model_copy(update={"extra_args": extra, "mem_fraction_static": 0.85}),
+                flash,
+                "fp8",
+                131072,
+                planner.DEFAULT_GPU_MEM_GIB,
+            )
+        assert sglang_requests == (requests or planner.DSV4_MAX_RUNNING_REQUESTS)
+        assert ours == sglang, (requests, ours, sglang)
         slots[requests] = sglang
     assert slots[64] > slots[None]  # fewer request slots leave more of the pool to tokens
 
