@@ -202,7 +202,7 @@ class LaunchedServer:
         self._starts += 1
         self._oom_kills_at_start = oom_kill_count()
         started = time.monotonic()
-        processes = [ServerProcess(spec, self.log_dir / spec.log_name) for spec in self.specs]
+        processes = [ServerProcess(spec, self.log_dir / spec.log_name, self.echo) for spec in self.specs]
         with self._lock:
             self._processes = processes
             self._death = None
@@ -296,8 +296,11 @@ def launch(
     relaunch_attempts: int = 3,
     relaunch_backoff_s: float = 2.0,
     stop_grace_s: float = 15.0,
+    preflight: bool = True,
 ) -> LaunchedServer:
     """Start the profile's processes (or reach its external server) and return once ready.
+    preflight=False: the caller has just run the preflight on this profile (it imports the engine,
+    seconds of work: once per launch).
 
     Raises BadInput for a profile that cannot be launched, PreflightFailed when the engine, its GPUs,
     ports or model path are not there (launchers/preflight.py), UserError for a busy port, and
@@ -307,7 +310,8 @@ def launch(
     if profile.port == 0 and not profile.pd and profile.engine != "external":
         profile = profile.model_copy(update={"port": free_port(profile.host)})
     specs = build_command(profile)
-    require_preflight(profile, specs)  # PreflightFailed: one line per failed check, nothing started
+    if preflight:
+        require_preflight(profile, specs)  # PreflightFailed: one line per failed check, nothing started
     server = LaunchedServer(
         profile,
         specs,

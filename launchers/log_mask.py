@@ -22,7 +22,7 @@ import os
 import struct
 import termios
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,10 +54,14 @@ def _unread_bytes(fd: int) -> int:
 
 
 class MaskedLog:
-    """Copies a pipe (the server's output, `fd`, owned and closed here) to `log_path`, masked."""
+    """Copies a pipe (the server's output, `fd`, owned and closed here) to `log_path`, masked.
+    on_error: told once, in one line, when the log cannot be written."""
 
-    def __init__(self, fd: int, log_path: Path, secrets: Sequence[str]):
+    def __init__(
+        self, fd: int, log_path: Path, secrets: Sequence[str], on_error: Callable[[str], None] | None = None
+    ):
         self.fd = fd
+        self.on_error = on_error or (lambda line: None)
         self.log_path = log_path
         self.redactor = Redactor(secrets)
         self.read = 0  # pipe bytes read
@@ -86,38 +90,52 @@ class MaskedLog:
         self.thread.join(timeout_s)
 
     def _copy(self) -> None:
-        pending = b""
+        """Copy until the pipe ends. A log that cannot be written (a full disk, its directory removed)
+        is said once; the pipe is still drained to its end, never closed early: a server whose output
+        pipe closes dies of SIGPIPE at its next line."""
         try:
-            with open(self.log_path, "ab") as log:
-                while chunk := os.read(self.fd, READ_BYTES):
-                    self.read += len(chunk)
-                    lines = (pending + chunk).split(b"\n")
-                    pending = lines.pop()
-                    if len(pending) > MAX_LINE:
-                        lines.append(pending)
-                        pending = b""
-                    position = self.written
-                    for line in lines:
-                        log.write(
-                            (self.redactor.text(line.decode("utf-8", "replace")) + "\n").encode("utf-8")
-                        )
-                        position += len(line) + 1
-                        mark = self.mark_at
-                        if mark is not None and position >= mark:  # the answer came after this line
-                            log.flush()
-                            self.mark_at, self.marked_offset = None, log.tell()
-                    log.flush()
-                    self.written = position
-                    self._passed_mark(log)  # a mark taken while this chunk was being written
-                if pending:
-                    log.write(self.redactor.text(pending.decode("utf-8", "replace")).encode("utf-8"))
-                    log.flush()
+            try:
+                with open(self.log_path, "ab") as log:
+                    self._copy_to(log)
+                return
+            except OSError as err:
+                self.on_error(
+                    f"cannot write the server's log {self.log_path} ({err.strerror or err}); its output "
+                    "is discarded from here on, the server keeps running"
+                )
+            while chunk := os.read(self.fd, READ_BYTES):
+                self.read += len(chunk)
                 self.written = self.read
-                self._passed_mark(log)
         except OSError:
-            pass  # the log went away with its run directory
+            pass  # the pipe itself failed: nothing more will come
         finally:
             os.close(self.fd)
+
+    def _copy_to(self, log: BinaryIO) -> None:
+        pending = b""
+        while chunk := os.read(self.fd, READ_BYTES):
+            self.read += len(chunk)
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            if len(pending) > MAX_LINE:
+                lines.append(pending)
+                pending = b""
+            position = self.written
+            for line in lines:
+                log.write((self.redactor.text(line.decode("utf-8", "replace")) + "\n").encode("utf-8"))
+                position += len(line) + 1
+                mark = self.mark_at
+                if mark is not None and position >= mark:  # the answer came after this line
+                    log.flush()
+                    self.mark_at, self.marked_offset = None, log.tell()
+            log.flush()
+            self.written = position
+            self._passed_mark(log)  # a mark taken while this chunk was being written
+        if pending:
+            log.write(self.redactor.text(pending.decode("utf-8", "replace")).encode("utf-8"))
+            log.flush()
+        self.written = self.read
+        self._passed_mark(log)
 
     def _passed_mark(self, log: BinaryIO) -> None:
         mark = self.mark_at

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -51,9 +52,10 @@ def group_members(pgid: int) -> list[psutil.Process]:
 class ServerProcess:
     """A started LaunchSpec. Its log is appended to, each start marked with a header line."""
 
-    def __init__(self, spec: LaunchSpec, log_path: Path):
+    def __init__(self, spec: LaunchSpec, log_path: Path, echo: Callable[[str], None] | None = None):
         self.spec = spec
         self.log_path = log_path
+        self.echo = echo  # told when its log cannot be written (log_mask.MaskedLog)
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0  # where this start's output begins in the log
         self.served_offset = 0  # the log's size when the server last answered a request
@@ -88,7 +90,9 @@ class ServerProcess:
         assert self.popen.stdout is not None
         pipe = os.dup(self.popen.stdout.fileno())  # MaskedLog owns (and closes) this one
         self.popen.stdout.close()
-        self.masked_log = MaskedLog(pipe, self.log_path, launch_secrets(self.spec.argv, env))
+        self.masked_log = MaskedLog(
+            pipe, self.log_path, launch_secrets(self.spec.argv, env), on_error=self.echo
+        )
         self.guard = _start_guard(self.popen.pid)
         add_record(
             self.log_path.parent,

@@ -112,6 +112,17 @@ def _validate(name: str, fields: dict[str, Any], origin: Path) -> Profile:
         profile = Profile.model_validate({**fields, "name": name})
     except ValidationError as err:
         raise BadInput(f"profile {name!r} in {origin}: {_one_line(err)}") from err
+    # a stored Profile keeps fields it does not know (run.json of a newer recall-eval); a profile file
+    # is written by hand, where an unknown field is a typo
+    unknown = [
+        *(profile.model_extra or {}),
+        *(f"pd.{k}" for part in profile.pd for k in part.model_extra or {}),
+    ]
+    if unknown:
+        raise BadInput(
+            f"profile {name!r} in {origin}: unknown field(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(Profile.model_fields))}"
+        )
     check_profile(profile, where=f"profile {name!r} in {origin}")
     return profile
 

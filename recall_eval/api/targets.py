@@ -34,8 +34,10 @@ class Target:
 
 
 @contextmanager
-def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
-    """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
+def open_target(profile: Profile, log_dir: Path, hooks: Hooks, preflighted: bool = True) -> Iterator[Target]:
+    """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one.
+    preflighted: the caller ran the preflight (api.sweeping.check_target) before the run directory was
+    made; the launch does not run it again."""
     if profile.engine == "external":
         assert profile.base_url is not None
         yield Target(base_url=server_root(profile.base_url), model=profile.served_model_name)
@@ -45,7 +47,9 @@ def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Targe
     with sigterm_raises_exit():
         with hooks.launching(profile):
             # the runner owns the relaunch retries; one attempt per relaunch here
-            server = launch(profile, log_dir, echo=hooks.server_output, relaunch_attempts=1)
+            server = launch(
+                profile, log_dir, echo=hooks.server_output, relaunch_attempts=1, preflight=not preflighted
+            )
         with server:  # the launcher has said, through hooks.server_output, that it is ready
             yield Target(
                 base_url=server.endpoint.base_url,

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from launchers.log_mask import MaskedLog, launch_secrets
 from recall_eval.redact import MASK
@@ -49,3 +54,28 @@ def test_a_mark_with_nothing_pending_is_the_log_size(tmp_path):
     assert masked.mark_served() == log_path.stat().st_size == 6
     os.close(write_end)
     masked.wait()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_log_that_cannot_be_written_is_said_once_and_the_server_lives_on():
+    """A full disk under the log: the copy says so once and keeps draining the pipe, so the server (a
+    real process that prints 300 lines) never meets a closed pipe and exits normally."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nfor i in range(300):\n    print('line', i, 'x' * 200, flush=True)\n    time.sleep(0.002)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert server.stdout is not None
+    pipe = os.dup(server.stdout.fileno())
+    server.stdout.close()
+    said: list[str] = []
+    masked = MaskedLog(pipe, Path("/dev/full"), [], on_error=said.append)
+    assert server.wait(timeout=60) == 0  # not killed by SIGPIPE, no BrokenPipeError
+    masked.wait()
+    assert not masked.thread.is_alive()
+    assert len(said) == 1 and "cannot write the server's log /dev/full" in said[0]
+    assert "No space left" in said[0]
