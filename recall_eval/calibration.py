@@ -102,6 +102,31 @@ class CalibrationCache:
         self.entries[key] = value
 
 
+def calibrated_form(
+    recipe: CaseRecipe, tokenizer_name: str | None, prompt_tokens: int | None, cache: CalibrationCache
+) -> Case | None:
+    """The case as calibration rendered and sent it, found again in a run's cache: the filler size whose
+    count (with that tokenizer) is the stored prompt length, rendered from the recipe or a smaller form
+    of it, checked against the cached messages' digest. None when the cache does not tell."""
+    if tokenizer_name is None or prompt_tokens is None:
+        return None
+    case_id = recipe_id(recipe)
+    for key, value in cache.entries.items():
+        parts = key.rsplit("|", 4)
+        if len(parts) != 5 or parts[4] != "count" or not value or value[0] != prompt_tokens:
+            continue
+        name, cached_id, words, digest, _ = parts
+        if name != tokenizer_name or cached_id != case_id or not words.isdigit():
+            continue
+        form: CaseRecipe | None = recipe
+        while form is not None:
+            case = form.render(int(words))
+            if _digest(case.messages) == digest:
+                return case
+            form = form.smaller() if isinstance(form, ShrinkableRecipe) else None
+    return None
+
+
 class TargetTooShort(Exception):
     """A target length below what the recipe's prompt takes with no filler at all (caught inside
     calibrate_one: a smaller form is tried, else the case is not_applicable)."""

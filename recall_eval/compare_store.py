@@ -25,7 +25,8 @@ COMPARE_FORMAT = 1
 
 
 class CompareVariant(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # a field a newer recall-eval wrote is kept and written back (recall_eval.types' stored models)
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     label: str  # the variant as the user wrote it
     run_dir: str  # the run directory, relative to the compare directory where possible
@@ -36,7 +37,9 @@ class CompareVariant(BaseModel):
 class CompareManifest(BaseModel):
     """What a compare is: its variants' runs, in order (the first is the baseline)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")  # compare.json also holds the numbers
+    # compare.json also holds the numbers (recomputed on every render) and maybe fields of a newer
+    # recall-eval: all kept as extra fields, written back unless the render replaces them
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     format_version: int = COMPARE_FORMAT
     compare_id: str
@@ -77,8 +80,19 @@ def read_manifest(compare_dir: Path) -> CompareManifest:
         raise UserError(
             f"{compare_dir} is not a compare directory (no {COMPARE_FILE}); run `recall-eval compare`"
         )
+    raw = path.read_bytes()
     try:
-        return CompareManifest.model_validate_json(path.read_bytes())
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if isinstance(version, int) and version > COMPARE_FORMAT:
+        raise UserError(
+            f"{path} was written by a newer recall-eval (compare format {version}; this one reads "
+            f"{COMPARE_FORMAT} and older); upgrade recall-eval to read it"
+        )
+    try:
+        return CompareManifest.model_validate_json(raw)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -7,6 +7,8 @@ stores, next to its versions in run.json, the key it was made under:
     recall-eval   the package version
     suite:<name>  each suite's VERSION constant (bumped with any change to what it renders)
     prompts       sha256 over every case of the grid rendered at a fixed, tokenizer-free filler size
+    scoring       the scoring rules' version (recall_eval.verdicts.SCORING_VERSION): a run scored under
+                  other rules is not reused (`recall-eval report --rescore` brings it up to date)
 
 and a run is reused (or resumed) only when every entry of the key is equal. The digest catches what a
 forgotten version bump would miss; the golden prompt tests catch the forgotten bump itself.
@@ -24,6 +26,7 @@ from recall_eval.types import Case, CaseRecipe
 DIGEST_TOKENS_PER_WORD = 1.3
 PROMPTS_KEY = "prompts"
 VERSION_KEY = "recall-eval"
+SCORING_KEY = "scoring"
 
 
 def case_digest(case: Case) -> str:
@@ -60,5 +63,10 @@ def key_mismatch(stored: Mapping[str, str], wanted: Mapping[str, str]) -> str | 
         if have != value:
             if name == PROMPTS_KEY:
                 return "the rendered prompts differ" if have else "the run predates prompt digests"
+            if name == SCORING_KEY:
+                return (
+                    f"its verdicts follow scoring version {have or 'unknown'}, this recall-eval scores with "
+                    f"version {value} (`recall-eval report --rescore RUN` re-scores it)"
+                )
             return f"{name} {have or 'unknown'} != {value}"
     return None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,12 +33,12 @@ from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_capture import Generation, IndexerCapture
-from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
-from recall_eval.scoring import ECHO_WORDS, PromptText, cut_in_reasoning, score_completion
-from recall_eval.store import RunStore
+from recall_eval.scoring import cut_in_reasoning
+from recall_eval.store import RunStore, latest_by_case
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
+from recall_eval.verdicts import judge, long_answer
 
 
 class SweepStopped(UserError):
@@ -127,9 +128,15 @@ class Runner:
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
         # set once a reasoning server is seen (thinking_max_tokens); from the start when a resume learned it
         self.thinking_budget: int | None = settings.thinking_max_tokens if settings.thinking_learned else None
+        # case id -> its lines already in results.jsonl (Result.attempt: 1 + these), read once per run
+        self.earlier_attempts: Counter[str] = Counter()
 
     def pending(self, cases: Sequence[Case]) -> list[Case]:
-        done = self.store.final_case_ids(retry=self.settings.retry)
+        """The cases not yet final; reads results.jsonl once (and counts each case's earlier attempts)."""
+        stored = self.store.attempts()
+        self.earlier_attempts = Counter(result.case_id for result in stored)
+        retry = self.settings.retry
+        done = {result.case_id for result in latest_by_case(stored).values() if result.outcome not in retry}
         return [case for case in cases if case.id not in done]
 
     async def run(self, cases: Sequence[Case]) -> int:
@@ -141,9 +148,7 @@ class Runner:
         for case in todo:
             queue.put_nowait(case)
         appended = 0
-        writer = ResultsWriter(self.store)
-        if self.turns is not None:
-            await self.turns.join([case.id for case in todo])
+        writer: ResultsWriter | None = None
 
         async def worker(replica: Replica) -> None:
             nonlocal appended
@@ -152,6 +157,7 @@ class Runner:
                 if self.turns is not None:
                     await self.turns.take(case.id)
                 result, died_on = await self._run_case(case, state, replica.client)
+                assert writer is not None
                 writer.put(result)
                 appended += 1
                 self.hooks.on_result(result)
@@ -159,6 +165,11 @@ class Runner:
                     await self._relaunch(died_on, state)
 
         try:
+            # the writer's thread is started inside: a cancel anywhere below (waiting for the other
+            # lanes to join, say) still closes it
+            writer = ResultsWriter(self.store)
+            if self.turns is not None:
+                await self.turns.join([case.id for case in todo])
             async with asyncio.TaskGroup() as group:
                 for replica in self.replicas:
                     for _ in range(max(1, replica.concurrency)):
@@ -166,7 +177,8 @@ class Runner:
         except BaseExceptionGroup as group:
             raise first_leaf(group) from None
         finally:
-            write_error = writer.close()  # lines already handed to the writer reach the disk
+            # lines already handed to the writer reach the disk
+            write_error = writer.close() if writer is not None else None
             if state.death_check is not None:
                 state.death_check.cancel()
         if write_error is not None:
@@ -187,7 +199,9 @@ class Runner:
         error: str | None = None,
         endpoint: str | None = None,
         answer: str | None = None,
+        sent_with: int | None = None,
     ) -> Result:
+        """sent_with: the answer budget of the request that gave this result (None: never sent)."""
         params = dict(case.params)
         served = completion.prompt_tokens if completion is not None else None
         off = served - case.target_tokens if served is not None else None
@@ -219,7 +233,8 @@ class Runner:
             and abs(off) > tolerance(case.target_tokens)
             and case.params.get("grid") not in ("none", "baseline"),
             endpoint=endpoint,
-            max_tokens=self._budget(case),
+            max_tokens=sent_with,
+            attempt=1 + self.earlier_attempts.get(case.id, 0),
         )
 
     async def _run_case(
@@ -244,37 +259,30 @@ class Runner:
         generation = None
         try:
             give_up = lambda: self._known_death(epoch, state) is not None  # noqa: E731
-            budget = self._budget(case)
+            budget = self._budget(case)  # recorded as sent: the budget may rise while it is in flight
             generation, completion = await self._send(case, budget, client, give_up)
             self._note_reasoning(completion)
             if budget < self._budget(case) and cut_in_reasoning(completion):  # again, with the new budget
-                generation, completion = await self._send(case, self._budget(case), client, give_up)
+                budget = self._budget(case)
+                generation, completion = await self._send(case, budget, client, give_up)
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
             result, died_on = await self._failed(case, failure, epoch, state, started_at)
-            return result.model_copy(update={"endpoint": endpoint}), died_on
+            return result.model_copy(update={"endpoint": endpoint, "max_tokens": budget}), died_on
         self._served()
         state.consecutive_deaths = 0
-        score = None
-        if case.metric is not None:  # a scored case: graded by its metric (recall_eval.metrics), one verdict
-            outcome, why, score = score_metric(completion, case.metric, case.expected, case.params)
-            strict_outcome, strict_why = outcome, None
-        else:  # both verdicts (recall_eval.scoring)
-            args = (completion, case.expected, case.distractors, PromptText(case))
-            # an answer long enough to echo the prompt is checked against the whole prompt: off the loop
-            long_answer = len(completion.text.split()) >= ECHO_WORDS
-            scored = (
-                await asyncio.to_thread(score_completion, *args) if long_answer else score_completion(*args)
-            )
-            outcome, why = scored.outcome, scored.why
-            strict_outcome = scored.strict_outcome
-            strict_why = scored.strict_why if outcome == "pass" else None
+        # an answer long enough to echo the prompt is checked against the whole prompt: off the loop
+        if long_answer(completion):
+            verdicts = await asyncio.to_thread(judge, case, completion)
+        else:
+            verdicts = judge(case, completion)
         result = self._result(
-            case, outcome, started_at, completion, error=why if outcome != "pass" else None, endpoint=endpoint
-        ).model_copy(update={"strict_outcome": strict_outcome, "strict_why": strict_why, "score": score})
+            case, verdicts.outcome, started_at, completion, endpoint=endpoint, sent_with=budget
+        ).model_copy(update=verdicts.stored())
         if self.capture is not None and generation is not None:
-            result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
+            coverage = self.capture.coverage(case, generation, verdicts.outcome)
+            result = result.model_copy(update={"coverage": coverage})
         return result, None
 
     async def _send(

@@ -7,8 +7,9 @@ Layout (DESIGN.md):
     runs/<run-id>/server-*.log    the launched server's output
     runs/<run-id>/report.html     rendered from the above
 
-A crash can leave at most one torn (partial) last line in results.jsonl; readers skip it and the
-next append first cuts it off, so every stored line is a whole Result.
+A crash can leave at most one torn (partial) last line in results.jsonl, without its newline; readers
+skip it and the next append first sets it aside (results.jsonl.torn) and cuts it off. A whole line that
+does not read as a Result is never cut: it is kept, not counted, and reported (RunStore.unreadable).
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from recall_eval.errors import BadInput, UserError
+from recall_eval.migrations import NewerFormat, migrate_run
 from recall_eval.redact import Redactor, redact_result, redact_run
-from recall_eval.types import FORMAT_VERSION, Result, Run, RunSpec
+from recall_eval.types import Result, Run, RunSpec
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
+TORN_FILE = "results.jsonl.torn"  # torn last lines set aside (recall_eval.store.RunStore._cut_torn_tail)
 HOME_ENV = "RECALL_EVAL_HOME"
 
 
@@ -66,45 +70,72 @@ def write_atomically(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def _parse_results(raw: bytes) -> tuple[list[Result], int]:
-    """Parse results.jsonl bytes; returns the results and the byte length of the whole-line prefix.
+@dataclass(frozen=True)
+class UnreadableLine:
+    """A whole line of results.jsonl that does not read as a Result: kept in the file, not counted,
+    reported (a damaged copy, a hand edit, a field of a newer format whose meaning changed)."""
 
-    A last line without a newline, or one that does not parse, is a torn write from a crash: skipped.
-    A bad line in the middle is real corruption and is reported.
-    """
-    results: list[Result] = []
-    good_end = 0
-    lines = raw.split(b"\n")
-    for index, line in enumerate(lines):
-        is_last = index == len(lines) - 1
-        if is_last and not line:
-            break  # file ends with a newline: nothing torn
-        try:
-            if is_last:
-                raise ValueError("no trailing newline: torn write")
-            results.append(Result.model_validate_json(line))
-        except (ValidationError, ValueError) as err:
-            if is_last or (index == len(lines) - 2 and not lines[-1]):
-                break  # torn last line
-            raise UserError(
-                f"results.jsonl line {index + 1} is corrupt ({type(err).__name__}); "
-                "fix or delete that line, then retry"
-            ) from err
-        good_end += len(line) + 1
-    return results, good_end
+    line: int  # 1-based line number
+    reason: str  # what is wrong with it, in a few words
 
-
-def _check_format_version(run_file: Path, raw: bytes) -> None:
-    """A run.json written by a newer recall-eval is refused by name, not by a field it does not know."""
-    try:
-        version = json.loads(raw).get("format_version", FORMAT_VERSION)
-    except (ValueError, AttributeError):
-        return  # not a JSON object: validation reports it
-    if isinstance(version, int) and version > FORMAT_VERSION:
-        raise UserError(
-            f"{run_file} has run format {version}; this recall-eval reads format {FORMAT_VERSION} and "
-            "older: upgrade recall-eval to read it"
+    def describe(self) -> str:
+        return (
+            f"{RESULTS_FILE} line {self.line} cannot be read ({self.reason}); kept in the file, not counted"
         )
+
+
+@dataclass(frozen=True)
+class ParsedResults:
+    results: list[Result]  # every whole line that reads as a Result, in order
+    unreadable: list[UnreadableLine]  # whole lines that do not
+    torn: bytes  # a last line without its newline (a crash mid-write); b"" when there is none
+
+
+def _why_unreadable(err: ValidationError) -> str:
+    first = err.errors()[0]
+    if first["type"] == "json_invalid":
+        return "not JSON"
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" and {err.error_count() - 1} more" if err.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}" if where else f"{first['msg']}{more}"
+
+
+def _parse_results(raw: bytes) -> ParsedResults:
+    """Parse results.jsonl bytes. Only a last line without a newline is a torn write (a crash while
+    it was written); every whole line is kept, and one that does not read as a Result is reported."""
+    lines = raw.split(b"\n")
+    torn = lines.pop()  # b"" when the file ends with a newline
+    results: list[Result] = []
+    unreadable: list[UnreadableLine] = []
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            results.append(Result.model_validate_json(line))
+        except ValidationError as err:
+            unreadable.append(UnreadableLine(index + 1, _why_unreadable(err)))
+    return ParsedResults(results, unreadable, torn)
+
+
+def _read_run_file(run_file: Path) -> Run:
+    """run.json as a Run: an older format migrated (recall_eval.migrations), a newer one refused by name."""
+    raw = run_file.read_bytes()
+    try:
+        data = json.loads(raw)
+    except ValueError as err:
+        raise UserError(f"{run_file} is not a valid run file (not JSON: {err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{run_file} is not a valid run file (not a JSON object)")
+    try:
+        data = migrate_run(data, str(run_file))
+    except NewerFormat as err:
+        raise UserError(str(err)) from None
+    try:
+        return Run.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{run_file} is not a valid run file ({where}: {first['msg']})") from err
 
 
 class RunStore:
@@ -144,15 +175,7 @@ class RunStore:
             raise BadInput(f"run directory {run_dir} does not exist; `recall-eval runs` lists the runs")
         if not run_file.is_file():
             raise BadInput(f"{run_dir} is not a run directory (no {RUN_FILE}); pass a directory under runs/")
-        raw = run_file.read_bytes()
-        _check_format_version(run_file, raw)
-        try:
-            run = Run.model_validate_json(raw)
-        except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise UserError(f"{run_file} is not a valid run file ({where}: {first['msg']})") from err
-        return cls(run_dir, run)
+        return cls(run_dir, _read_run_file(run_file))
 
     @property
     def results_path(self) -> Path:
@@ -188,21 +211,36 @@ class RunStore:
         return ResultAppender(self)
 
     def _cut_torn_tail(self) -> None:
+        """A torn last line (no newline: a crash mid-write) is set aside in results.jsonl.torn and cut,
+        so that the next line starts on a line of its own. Whole lines are never cut."""
         if not self.results_path.exists():
             return
         raw = self.results_path.read_bytes()
-        _, good_end = _parse_results(raw)
-        if good_end < len(raw):
+        torn = _parse_results(raw).torn
+        if torn:
+            with open(self.path / TORN_FILE, "ab") as aside:
+                aside.write(torn + b"\n")
+                aside.flush()
+                os.fsync(aside.fileno())
             with open(self.results_path, "r+b") as handle:
-                handle.truncate(good_end)
+                handle.truncate(len(raw) - len(torn))
                 handle.flush()
                 os.fsync(handle.fileno())
 
+    def read_results(self) -> ParsedResults:
+        """results.jsonl as stored: every line that reads as a Result, the whole lines that do not, and
+        a torn last line."""
+        if not self.results_path.exists():
+            return ParsedResults([], [], b"")
+        return _parse_results(self.results_path.read_bytes())
+
     def attempts(self) -> list[Result]:
         """Every stored line, in order: a case run again by `--retry` has one line per attempt."""
-        if not self.results_path.exists():
-            return []
-        return _parse_results(self.results_path.read_bytes())[0]
+        return self.read_results().results
+
+    def unreadable(self) -> list[UnreadableLine]:
+        """Whole lines of results.jsonl that do not read as a Result (kept, not counted)."""
+        return self.read_results().unreadable
 
     def results(self) -> list[Result]:
         """What counts: each case's latest attempt (what reports, summaries and resume read)."""
@@ -256,16 +294,31 @@ def load_run(run_dir: Path) -> tuple[Run, list[Result]]:
     return store.run, store.results()
 
 
-def list_runs(root: Path | None = None) -> list[RunStore]:
-    """Every run directory under root (default runs_home()), oldest first; non-run dirs are skipped."""
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A run directory whose run.json cannot be read: listed with the reason, never hidden."""
+
+    path: Path
+    reason: str  # one line: what is wrong and what to do (a newer format names the upgrade)
+
+
+def scan_runs(root: Path | None = None) -> tuple[list[RunStore], list[UnreadableRun]]:
+    """Every run directory under root (default runs_home()), oldest first, and those that cannot be
+    read; directories without a run.json are not runs and are skipped."""
     base = root if root is not None else runs_home()
     if not base.is_dir():
-        return []
-    stores = []
+        return [], []
+    stores, unreadable = [], []
     for child in sorted(base.iterdir()):
         if (child / RUN_FILE).is_file():
             try:
                 stores.append(RunStore.open(child))
-            except UserError:
-                continue
-    return stores
+            except UserError as err:
+                unreadable.append(UnreadableRun(child, str(err)))
+    return stores, unreadable
+
+
+def list_runs(root: Path | None = None) -> list[RunStore]:
+    """Every readable run directory under root (default runs_home()), oldest first (scan_runs also
+    says which could not be read)."""
+    return scan_runs(root)[0]

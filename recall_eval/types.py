@@ -10,7 +10,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-FORMAT_VERSION = 1
+# run.json's format (results.jsonl lines follow their run's); recall_eval.migrations brings an older run.json
+# up to it. Bump it with every change to a stored model, with a migration and a test that reads a run
+# directory written by the previous version (tests/recall_eval/fixtures/).
+FORMAT_VERSION = 2
 
 Outcome = Literal[
     "pass", "miss", "empty", "truncated", "too_long", "oom", "crash", "timeout", "error", "not_applicable"
@@ -32,6 +35,13 @@ MissCause = Literal["selection", "generation"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Stored(BaseModel):
+    """A model stored in a run directory: a field it does not know (written by a newer recall-eval) is
+    kept, not refused, and written back where the file is rewritten (model_extra)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
 
 
 class ChatMessage(_Frozen):
@@ -125,7 +135,7 @@ class Tokenizer(Protocol):
         ...
 
 
-class IndexerCoverage(_Frozen):
+class IndexerCoverage(_Stored):
     """Whether the DSA indexer selected the fact's tokens (issue: indexer coverage)."""
 
     # per indexer layer: share of answer-producing query positions that selected the fact
@@ -134,7 +144,7 @@ class IndexerCoverage(_Frozen):
     cause: MissCause | None = None  # for misses: selection (not selected in most layers) or generation
 
 
-class Completion(_Frozen):
+class Completion(_Stored):
     """What the server returned for one request, with client-side timings."""
 
     text: str  # the answer: content with any <think>...</think> removed
@@ -163,7 +173,7 @@ class Completion(_Frozen):
         return len(self.itl_s) / decode_time if decode_time > 0 else None
 
 
-class Result(_Frozen):
+class Result(_Stored):
     """One finished case: one line of results.jsonl."""
 
     case_id: str
@@ -202,7 +212,7 @@ class Result(_Frozen):
     max_tokens: int | None = None  # the answer budget of the case's request (None in results stored before)
 
 
-class PDPart(_Frozen):
+class PDPart(_Stored):
     """One server of a multi-server deployment behind sglang_router: prefill/decode disaggregated
     (prefill + decode + router), or data-parallel (workers + router)."""
 
@@ -216,7 +226,7 @@ class PDPart(_Frozen):
     env: dict[str, str] = Field(default_factory=dict)  # added to the profile's env for this server only
 
 
-class Profile(_Frozen):
+class Profile(_Stored):
     """How to start (or reach) a server. Argv and env are built by launchers (pure functions)."""
 
     name: str
@@ -245,7 +255,7 @@ class Profile(_Frozen):
     pd: tuple[PDPart, ...] = ()  # non-empty for a PD-disaggregated profile
 
 
-class RunSpec(_Frozen):
+class RunSpec(_Stored):
     """What a run asks: identical specs give identical cases (resume, reuse in compare)."""
 
     suites: tuple[str, ...] = ("needle",)
@@ -273,7 +283,7 @@ class RunSpec(_Frozen):
     api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)
 
 
-class Run(_Frozen):
+class Run(_Stored):
     """The content of run.json."""
 
     format_version: int = FORMAT_VERSION

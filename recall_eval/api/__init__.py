@@ -6,7 +6,7 @@
     same = api.load_run(run.path)
     df = api.results_frame(run)                                          # one row per case (pandas)
 
-Functions: sweep, resume, compare, load_run, runs, compares, render_report; results_frame, runs_frame and
+Functions: sweep, resume, compare, load_run, runs, unreadable_runs, compares, render_report, rescore; results_frame, runs_frame and
 export (results as data); recall_eval.api.servers for serve, plan and profiles. Options are typed
 (SweepOptions, CompareOptions, ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions);
 every field defaults to None (unset), and each option is declared once, with its default, in
@@ -40,6 +40,8 @@ _HOMES = {
     "load_run": "reading",
     "render_report": "reading",
     "runs": "reading",
+    "unreadable_runs": "reading",
+    "rescore": "rescoring",
     "CompareRecord": "records",
     "RunInterrupted": "records",
     "RunRecord": "records",
@@ -60,8 +62,9 @@ if TYPE_CHECKING:
         SweepOptions,
         TargetOptions,
     )
-    from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
+    from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs, unreadable_runs
     from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
+    from recall_eval.api.rescoring import rescore
     from recall_eval.api.sweeping import resume, sweep
 
 
@@ -97,9 +100,11 @@ __all__ = [
     "export",
     "load_run",
     "render_report",
+    "rescore",
     "results_frame",
     "resume",
     "runs",
     "runs_frame",
     "sweep",
+    "unreadable_runs",
 ]

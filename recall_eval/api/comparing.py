@@ -72,10 +72,21 @@ class PlannedVariant:
     scoring: str = "lenient"  # the compare's headline verdict, stored in a run it creates (Run.scoring)
 
 
+# RunSpec fields that change no verdict: how requests were authenticated, and how they were paced and
+# retried (concurrency, timeout and retries decide how long a run takes, not what a model answers)
+_VERDICT_NEUTRAL = {
+    "variant": "",
+    "api_key_used": False,
+    "header_names": (),
+    "concurrency": 1,
+    "request_timeout_s": 0.0,
+    "retries": 0,
+}
+
+
 def _same_spec(a: RunSpec, b: RunSpec) -> bool:
-    """Same cases and request knobs; the label and how requests were authenticated do not matter."""
-    ignored = {"variant": "", "api_key_used": False, "header_names": ()}
-    return a.model_copy(update=ignored) == b.model_copy(update=ignored)
+    """Same cases and request knobs; the label, authentication, pacing and retries do not matter."""
+    return a.model_copy(update=_VERDICT_NEUTRAL) == b.model_copy(update=_VERDICT_NEUTRAL)
 
 
 def _knobs_only(label: str) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack, ExitStack
 
 from recall_eval import event_loop
-from recall_eval.api.execute import PreparedSweep, build_recipes, prepared_sweep
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import RequestOptions
+from recall_eval.api.preparing import PreparedSweep, build_recipes, prepared_sweep
 from recall_eval.api.records import RunRecord
 from recall_eval.api.run_status import finish_run, raise_recorded, recorded_stop
 from recall_eval.api.sweeping import finished_record

@@ -11,7 +11,7 @@ from recall_eval.api.records import RunRecord
 from recall_eval.compare_store import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
 from recall_eval.errors import UserError
 from recall_eval.frame import check_scoring
-from recall_eval.store import RunStore, list_runs, runs_home
+from recall_eval.store import RunStore, UnreadableRun, list_runs, runs_home, scan_runs
 
 if TYPE_CHECKING:
     from launchers.server_records import Leftover
@@ -46,8 +46,15 @@ def _root(home: Path | str | None) -> Path:
 
 
 def runs(home: Path | str | None = None) -> list[RunRecord]:
-    """Every run under `home` (default: $RECALL_EVAL_HOME, else ./runs), oldest first."""
+    """Every readable run under `home` (default: $RECALL_EVAL_HOME, else ./runs), oldest first
+    (unreadable_runs lists the others)."""
     return [RunRecord.from_store(store) for store in list_runs(_root(home))]
+
+
+def unreadable_runs(home: Path | str | None = None) -> list[UnreadableRun]:
+    """Run directories under `home` whose run.json cannot be read, each with the reason (a newer
+    format names the recall-eval that wrote it)."""
+    return scan_runs(_root(home))[1]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of, headline_frame, planned_cases
 from recall_eval.stats import recall_table, score_table
-from recall_eval.store import RunStore
+from recall_eval.store import RunStore, UnreadableLine, latest_by_case
 from recall_eval.types import Profile, Result, Run
 
 REPORT_FILE = "report.html"
@@ -31,16 +31,20 @@ class RunRecord:
     # a run just made: how a CI job should end (exit code, --fail-under lines); None for a run loaded
     # as it is. A judgement of the run, not part of it: records compare equal without it.
     verdict: Verdict | None = field(default=None, compare=False)
+    # whole lines of results.jsonl that do not read as a Result: kept in the file, not counted, reported
+    unreadable: tuple[UnreadableLine, ...] = ()
 
     @classmethod
     def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:
         report = store.path / REPORT_FILE
+        stored = store.read_results()
         return cls(
             path=store.path,
             run=store.run,
-            results=tuple(store.results()),
+            results=tuple(latest_by_case(stored.results).values()),
             report=report if report.is_file() else None,
             reused=reused,
+            unreadable=tuple(stored.unreadable),
         )
 
     @property

@@ -35,7 +35,7 @@ from recall_eval.api.options import (
 )
 from recall_eval.api.records import RunRecord
 from recall_eval.api.targets import check_reachable, request_auth
-from recall_eval.api.versions import changed_prompts, run_versions
+from recall_eval.api.versions import changed_prompts, changed_scoring, run_versions
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.frame import check_scoring
@@ -332,6 +332,12 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
         raise BadInput(
             f"--resume {run_dir}: the suites changed since this run started ({changed}); its cases would mix "
             "old and new prompts. Start a new sweep"
+        )
+    rescored = changed_scoring(store)
+    if rescored:
+        raise BadInput(
+            f"--resume {run_dir}: {rescored.replace(' RUN', f' {run_dir}')}; re-score it first, so that its "
+            "old and new cases are judged alike"
         )
     if options.base_url:
         replicas = external_profile(options.base_url, profile.served_model_name)

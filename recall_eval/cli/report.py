@@ -9,7 +9,7 @@ import typer
 
 from recall_eval import api
 from recall_eval.api.options import SweepOptions
-from recall_eval.cli.app import app, console
+from recall_eval.cli.app import app, console, say
 from recall_eval.cli.options import OpenReport, only, takes_options
 
 
@@ -25,17 +25,36 @@ def report(
     ],
     headline: Annotated[SweepOptions, only("scoring")],
     open_report: OpenReport = False,
+    rescore: Annotated[
+        bool,
+        typer.Option(
+            "--rescore",
+            help="Judge the run's stored answers again with this recall-eval's scoring rules first (no "
+            "server needed); says how many verdicts changed and keeps the previous results.jsonl beside it.",
+        ),
+    ] = False,
 ) -> None:
     """Render RUN_DIR/report.html (or a compare directory's compare.html) again; prints its path.
-    --scoring picks the headline verdict (default: what the run or compare chose)."""
+    --scoring picks the headline verdict (default: what the run or compare chose). Lines of
+    results.jsonl that cannot be read are kept in the file and listed here."""
     scoring = headline.scoring
     from recall_eval.api.records import REPORT_FILE
     from recall_eval.cli.common import open_in_browser, summary_line
+    from recall_eval.compare_store import COMPARE_FILE
+    from recall_eval.errors import BadInput
 
+    if rescore:
+        if (run_dir / COMPARE_FILE).is_file():
+            raise BadInput(
+                f"--rescore takes a run directory; {run_dir} is a compare: re-score each of its runs"
+            )
+        say(api.rescore(run_dir).describe())
     path = api.render_report(run_dir, scoring)
     print(path)
     if path.name == REPORT_FILE:  # a run, not a compare
         record = api.load_run(run_dir)
+        for unreadable in record.unreadable:
+            say(unreadable.describe(), "warning:", "yellow")
         line = summary_line(list(record.results), scoring or record.run.scoring)
         console.print(line, markup=False, highlight=False)
     if open_report:

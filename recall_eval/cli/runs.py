@@ -20,6 +20,7 @@ from recall_eval.target_facts import target_facts
 
 if TYPE_CHECKING:
     from recall_eval.api.reading import CompareEntry, Leftover
+    from recall_eval.store import UnreadableRun
 
 RUN_COLUMNS = (
     "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
@@ -73,6 +74,7 @@ def run_json(record: api.RunRecord) -> dict[str, Any]:
         "created_at": record.run.created_at,
         "finished_at": record.run.finished_at,
         "report": str(record.report) if record.report else None,
+        "unreadable_lines": [{"line": item.line, "reason": item.reason} for item in record.unreadable],
     }
 
 
@@ -149,6 +151,7 @@ def runs(
 
     root = home if home is not None else runs_home()
     stored, compared = api.runs(root), api.compares(root)
+    unreadable = api.unreadable_runs(root)
     leftovers = {record.run_id: leftover_servers(record.path) for record in stored}
     if as_json:
         payload = {
@@ -160,34 +163,50 @@ def runs(
                 }
                 for record in stored
             ],
+            "unreadable_runs": [{"path": str(item.path), "reason": item.reason} for item in unreadable],
             "compares": [compare_json(entry) for entry in compared],
         }
         print(json.dumps(payload, indent=2))
         return
     out = _console()
-    if not stored and not compared:
+    if not stored and not compared and not unreadable:
         out.print(f"no runs in {root}", markup=False)
         return
-    if stored:
-        table = Table(title=f"runs in {root}")
+    if stored:  # every cell is Text: labels and paths are the user's (`cand[/x]` is not rich markup)
+        table = Table(title=Text(f"runs in {root}"))
         for column in RUN_COLUMNS:
             table.add_column(column, no_wrap=column in ("id", "created"))
         for record in stored:
-            table.add_row(*_run_row(record))
+            table.add_row(*(Text(cell) for cell in _run_row(record)))
         out.print(table)
         _report_leftovers(out, leftovers, stop_leftovers)
+    _report_unreadable(out, stored, unreadable)
     if compared:
-        table = Table(title=f"compares in {root}")
+        table = Table(title=Text(f"compares in {root}"))
         for column in ("id", "variants (baseline first)", "runs", "created"):
             table.add_column(column, no_wrap=column in ("id", "created"))
         for entry in compared:
             table.add_row(
-                entry.compare_id,
-                ", ".join(entry.labels),
-                ", ".join(run_dir.name for run_dir in entry.run_dirs),
-                _when(entry.created_at),
+                Text(entry.compare_id),
+                Text(", ".join(entry.labels)),
+                Text(", ".join(run_dir.name for run_dir in entry.run_dirs)),
+                Text(_when(entry.created_at)),
             )
         out.print(table)
+
+
+def _report_unreadable(out: Console, stored: list[api.RunRecord], unreadable: list[UnreadableRun]) -> None:
+    """One line per run that cannot be read (with why) and per stored result line that cannot."""
+    for item in unreadable:
+        out.print(
+            Text.assemble(("unreadable:", "yellow"), f" {item.path.name}: {item.reason}"), soft_wrap=True
+        )
+    for record in stored:
+        for line in record.unreadable:
+            out.print(
+                Text.assemble(("unreadable:", "yellow"), f" run {record.run_id}: {line.describe()}"),
+                soft_wrap=True,
+            )
 
 
 def _leftover_json(leftover: Leftover) -> dict[str, Any]:

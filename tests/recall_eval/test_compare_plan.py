@@ -102,9 +102,20 @@ def test_reuse_needs_the_same_package_suites_and_prompts() -> None:
     store(fp8, versions={"recall-eval": "0.0.1"})
     store(fp8, versions={"suite:needle": "0"})
     store(fp8, versions={"prompts": "0" * 64})  # a lexicon edit: same case ids, other prompts
+    store(fp8, versions={"scoring": "0"})  # verdicts from other scoring rules
     legacy = store(fp8)
     legacy.write_run(legacy.run.model_copy(update={"versions": {"recall-eval": package_version()}}))
     assert [s.path for s in matching_runs(fp8)] == [same.path]
+
+
+def test_reuse_ignores_what_changes_no_verdict_but_not_what_does() -> None:
+    """Concurrency, the request timeout and retries pace a run, they do not judge it: a run that
+    differs only in them is reused; one with another answer budget or knob is not."""
+    fp8, _ = plan_variants(["fp8", "bf16"], SPEC)
+    paced = store(fp8, concurrency=8, request_timeout_s=30.0, retries=0)
+    store(fp8, max_tokens=64)
+    store(fp8, reasoning_effort="high")
+    assert [s.path for s in matching_runs(fp8)] == [paced.path]
 
 
 def test_reuse_of_running_servers_is_by_url_and_model() -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -225,3 +227,78 @@ async def test_a_resumed_run_that_learned_the_thinking_budget_starts_with_it(tmp
     runner.capture = capture
     await runner.run([_case(0, "The code is ZEBRA-1-OMEGA.")])
     assert capture.budgets == [4096]
+
+
+class SlowOrReasoningCapture:
+    """An --capture-indexer stand-in: a case whose prompt says "@slow" answers after 0.5 s without
+    reasoning; any other case answers at once after visible reasoning (the server is seen to think)."""
+
+    def __init__(self) -> None:
+        self.budgets: dict[str, int] = {}
+
+    async def complete(self, case: Case, max_tokens: int, give_up=None) -> Generation:
+        self.budgets[case.id] = max_tokens
+        slow = "@slow" in case.messages[-1].content
+        if slow:
+            await asyncio.sleep(0.5)
+        completion = Completion(text=case.expected[0], reasoning="" if slow else "hmm", finish_reason="stop")
+        return Generation(completion, completion.text, 10, 5, (), None)
+
+    def coverage(self, case: Case, generation: Generation, outcome: str) -> None:
+        return None
+
+
+async def test_max_tokens_is_the_budget_the_case_was_sent_with(tmp_path, server):
+    """A case in flight when the thinking budget rises records the budget it was sent with (32), not
+    the budget in force when it finished (4096)."""
+    store = _store(tmp_path)
+    capture = SlowOrReasoningCapture()
+    runner = _runner(store, server, max_tokens=32, thinking_max_tokens=4096, concurrency=2)
+    runner.capture = capture
+    await runner.run([_case(0, "ZEBRA-1-OMEGA @slow"), _case(1, "ZEBRA-1-OMEGA")])
+    assert capture.budgets == {"c0": 32, "c1": 32}
+    assert {r.case_id: r.max_tokens for r in store.results()} == {"c0": 32, "c1": 32}
+    assert runner.thinking_budget == 4096  # raised while c0 was in flight
+
+
+async def test_attempt_counts_the_case_s_earlier_attempts(tmp_path, server):
+    """Result.attempt is 1 + the attempts stored before it: a case run again by --retry (after the
+    server died on it and was relaunched, or an error) is attempt 2, then 3; a case run once is 1."""
+    store = _store(tmp_path)
+    cases = [_case(0, "ZEBRA-1-OMEGA @die"), _case(1, "ZEBRA-1-OMEGA")]
+    await _runner(store, server).run(cases)
+    await _runner(store, server, retry=frozenset({"crash"})).run(cases)
+    await _runner(store, server, retry=frozenset({"crash"})).run(cases)
+    assert [(r.case_id, r.outcome, r.attempt) for r in store.attempts()] == [
+        ("c0", "crash", 1), ("c1", "pass", 1), ("c0", "crash", 2), ("c0", "crash", 3)
+    ]  # fmt: skip
+    assert RunStore.open(store.path).run.relaunches == 3
+
+
+class StuckTurns:
+    """A lane whose other lanes never join (an interleaved compare stopped while it waits for them)."""
+
+    async def join(self, case_ids) -> None:
+        await asyncio.Event().wait()
+
+    async def take(self, case_id: str) -> None:
+        raise AssertionError("never reached")
+
+
+def _writer_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "results-writer"]
+
+
+async def test_a_cancelled_runner_leaves_no_writer_thread(tmp_path, server):
+    """Cancelled while it waits for the other lanes (before any case ran), the runner still stops the
+    thread that writes its results."""
+    before = _writer_threads()
+    runner = _runner(_store(tmp_path), server)
+    runner.turns = StuckTurns()
+    task = asyncio.create_task(runner.run([_case(0, "ZEBRA-1-OMEGA")]))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert [t for t in _writer_threads() if t not in before] == []
