@@ -74,7 +74,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "decode_tps": "decode_gaps / decode_time_s (answered cases only)",
     "miss_cause": "selection or generation, for misses with indexer coverage",
     "error": "the reason of an infrastructure outcome",
-    "attempt": "1 + relaunches the case went through",
+    "attempt": "1 + the case's earlier attempts in results.jsonl (a --retry rerun, e.g. after the server died on it)",
     "started_at": "unix time the case started",
     "finished_at": "unix time the case finished",
 }

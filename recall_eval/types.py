@@ -197,7 +197,9 @@ class Result(_Stored):
     coverage: IndexerCoverage | None = None
     # for infrastructure and not_applicable outcomes: the reason, with the matched log line if any
     error: str | None = None
-    attempt: int = 1  # 1 + number of relaunches this case went through
+    # 1 + the case's earlier attempts in results.jsonl (a --retry rerun, e.g. after the server died on it
+    # and was relaunched); 1 in results stored before it was counted
+    attempt: int = 1
     started_at: float  # unix time
     finished_at: float  # unix time
     params: dict[str, Any] = Field(default_factory=dict)  # copy of Case.params for reports
@@ -209,7 +211,8 @@ class Result(_Stored):
     length_off_target: bool = False
     endpoint: str | None = None  # base URL of the replica that served the case (None: not sent)
     score: float | None = None  # scored cases only: the metric's grade of the answer in [0, 1] (Case.metric)
-    max_tokens: int | None = None  # the answer budget of the case's request (None in results stored before)
+    # the answer budget the case's request was sent with (None: never sent, or stored before it was kept)
+    max_tokens: int | None = None
 
 
 class PDPart(_Stored):

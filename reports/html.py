@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from recall_eval.formatting import percent, rate, seconds, tokens, utc
 from recall_eval.frame import frame_of, headline_frame
 from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.stats import score_table
-from recall_eval.store import load_run, write_atomically
+from recall_eval.store import RunStore, write_atomically
 from recall_eval.target_facts import target_facts
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
 from reports import aggregates
@@ -176,9 +177,14 @@ def suite_views(run: Run, frame: pd.DataFrame) -> list[SuiteView]:
 
 
 def render_html(
-    run: Run, results: list[Result], suites: list[SuiteView], frame: pd.DataFrame | None = None
+    run: Run,
+    results: list[Result],
+    suites: list[SuiteView],
+    frame: pd.DataFrame | None = None,
+    unreadable: Sequence[str] = (),
 ) -> str:
-    """The report page for a run, given its suites' views (heatmaps already drawn) and its results frame."""
+    """The report page for a run, given its suites' views (heatmaps already drawn) and its results frame;
+    `unreadable`: one line per results.jsonl line that could not be read (kept, not counted)."""
     if frame is None:
         frame = headline_frame(frame_of([(run, results)]), run.scoring)
     template = environment().get_template("report.html.j2")
@@ -205,19 +211,21 @@ def render_html(
         server_info=json.dumps(run.server_info, indent=2, sort_keys=True, default=str)
         if run.server_info
         else "",
+        unreadable=list(unreadable),
     )
 
 
 def render_report(run_dir: Path, scoring: str | None = None) -> Path:
     """Render run_dir/report.html (and one heatmap PNG per suite next to it); returns the report path.
     The headline verdict is `scoring` when given, else the run's own (Run.scoring)."""
-    run_dir = Path(run_dir)
-    run, stored = load_run(run_dir)
-    results = aggregates.latest_per_case(stored)
+    store = RunStore.open(Path(run_dir))
+    run_dir, run, stored = store.path, store.run, store.read_results()
+    results = aggregates.latest_per_case(stored.results)
     frame = headline_frame(frame_of([(run, results)]), scoring or run.scoring)
     suites = suite_views(run, frame)
     for view in suites:
         write_atomically(run_dir / view.png_name, view.png)
     report = run_dir / REPORT_FILE
-    write_atomically(report, render_html(run, results, suites, frame).encode("utf-8"))
+    unreadable = [line.describe() for line in stored.unreadable]
+    write_atomically(report, render_html(run, results, suites, frame, unreadable).encode("utf-8"))
     return report

@@ -146,7 +146,9 @@ def runs(
     ] = False,
 ) -> None:
     """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
-    recall, created) and compare directories (variants and their runs)."""
+    recall, created) and compare directories (variants and their runs). A run that cannot be read (a
+    newer format, a damaged run.json) is listed with the reason, as is each results.jsonl line that
+    cannot be read (kept in the file, not counted)."""
     from recall_eval.api.reading import leftover_servers
 
     root = home if home is not None else runs_home()

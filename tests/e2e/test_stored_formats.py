@@ -19,6 +19,8 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "format-1" / "runs"
 SWEEP = "sweep-today"
 COMPARE_RUNS = ("20261203-180049-d090c1", "20261203-180133-c4c805")
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
@@ -55,6 +57,7 @@ def test_format_1_run_directories_are_read_by_runs_and_report(home: Path) -> Non
     report = run_cli("report", str(home / SWEEP))
     assert report.returncode == 0, report.stderr
     assert (home / SWEEP / "report.html").is_file() and "1 passed of 4 answered" in report.stderr
+    assert 'id="unreadable"' not in (home / SWEEP / "report.html").read_text()
     rendered = run_cli("report", str(home / compare["compare_id"]))
     assert rendered.returncode == 0, rendered.stderr
     run = RunStore.open(home / SWEEP).run
