@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from launchers.dsa import fp4
 from launchers.dsa.indexer import StoredKeys, index_logits, store_keys
 from launchers.dsa.topk import select_topk, window_start
 from launchers.reference.kv_pool import KVPool
@@ -49,11 +50,18 @@ class Runner:
 
     def _write_index_keys(self, layer: int, pages: torch.Tensor, keys: torch.Tensor) -> None:
         stored = store_keys(keys, self.pool.index_k_dtype)
+        if stored.dtype == "fp4":
+            assert stored.scale is not None
+            fp4.write_slots(self.pool.index_k[layer], pages, stored.data, stored.scale)
+            return
         self.pool.index_k[layer, pages] = stored.data
         if stored.scale is not None and self.pool.index_scale is not None:
             self.pool.index_scale[layer, pages] = stored.scale
 
     def _read_index_keys(self, layer: int, pages: torch.Tensor) -> StoredKeys:
+        if self.pool.index_k_dtype == "fp4":
+            codes, exponent = fp4.read_slots(self.pool.index_k[layer], pages)
+            return StoredKeys("fp4", codes.unsqueeze(0), exponent.unsqueeze(0))
         data = self.pool.index_k[layer, pages].unsqueeze(0)
         if self.pool.index_scale is None:
             return StoredKeys("bf16", data)

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-IndexKDtype = Literal["fp8", "bf16"]
+IndexKDtype = Literal["fp8", "bf16", "fp4"]
+# what --index-k-dtype takes (fp4: SGLang 0.5.23's DeepSeek-V4 fp4 indexer format, launchers/dsa/fp4.py)
+INDEX_K_DTYPES: tuple[IndexKDtype, ...] = ("fp8", "bf16", "fp4")
 BF16_INDEX_K_ENV = "SGLANG_DSV4_BF16_INDEX_K"  # the env switch of the project's bf16 index-K SGLang patch
 OVERRIDABLE_CONFIG_KEYS = ("index_topk",)  # runtime settings the weights do not fix
 DEFAULT_MAX_RUNNING_REQUESTS = 8
@@ -114,9 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--index-k-dtype",
-        choices=["fp8", "bf16"],
+        choices=list(INDEX_K_DTYPES),
         default=None,
-        help=f"Storage of the indexer keys (default fp8, or bf16 when {BF16_INDEX_K_ENV}=1).",
+        help=f"Storage of the indexer keys (default fp8, or bf16 when {BF16_INDEX_K_ENV}=1); fp4 as SGLang's "
+        "--enable-deepseek-v4-fp4-indexer stores them.",
     )
     parser.add_argument(
         "--memory-limit-gb",
@@ -133,13 +136,15 @@ def resolve_index_k_dtype(flag: str | None, environ: Mapping[str, str]) -> tuple
     A flag that contradicts the env switch is refused rather than silently overruled.
     """
     env_bf16 = environ.get(BF16_INDEX_K_ENV, "").strip() == "1"
-    if flag == "fp8" and env_bf16:
+    if flag is not None and flag != "bf16" and env_bf16:
         raise ValueError(
-            f"--index-k-dtype fp8 contradicts {BF16_INDEX_K_ENV}=1 in the environment; "
+            f"--index-k-dtype {flag} contradicts {BF16_INDEX_K_ENV}=1 in the environment; "
             f"drop one of them (the env switch selects bf16)"
         )
     if flag is not None:
-        return ("bf16" if flag == "bf16" else "fp8"), "flag"
+        if flag not in INDEX_K_DTYPES:
+            raise ValueError(f"--index-k-dtype {flag}: expected one of {', '.join(INDEX_K_DTYPES)}")
+        return flag, "flag"  # type: ignore[return-value]
     if env_bf16:
         return "bf16", f"env {BF16_INDEX_K_ENV}=1"
     return "fp8", "default"
