@@ -25,6 +25,7 @@ class EngineSettings:
     context_length: int | None = None  # longest prompt + answer; None: the weights' config default
     max_total_tokens: int | None = None  # KV pool capacity in tokens; None: derived from context_length
     threads: int | None = None  # torch intra-op threads; None: torch's default
+    fault: str | None = None  # a planted indexer bug (launchers/reference/faults.py); None: none
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from launchers.reference.faults import FAULTS, check
+
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
 # what --index-k-dtype takes (fp4: SGLang 0.5.23's DeepSeek-V4 fp4 indexer format, launchers/dsa/fp4.py)
 INDEX_K_DTYPES: tuple[IndexKDtype, ...] = ("fp8", "bf16", "fp4")
@@ -42,6 +44,7 @@ class ServerArgs:
     index_k_dtype: IndexKDtype
     index_k_dtype_source: str  # "flag", "env SGLANG_DSV4_BF16_INDEX_K=1" or "default"
     memory_limit_gb: float | None
+    fault: str | None  # a planted indexer bug (launchers/reference/faults.py); None normally
     # as SGLang's: the argv as given (so it carries --api-key; /server_info shows it, the log does not)
     launch_command: str = field(repr=False)
     # SGLang's --api-key: Bearer auth on every route. Printed in the start-up `server_args=` line, as
@@ -127,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Reference only: cap the process's data memory (RLIMIT_DATA) at this many GiB.",
     )
+    parser.add_argument(
+        "--fault",
+        choices=list(FAULTS),
+        default=None,
+        help="Reference only: plant an indexer-kernel bug, to show a gate catches it: "
+        + "; ".join(f"{name}: {what}" for name, what in FAULTS.items()),
+    )
     return parser
 
 
@@ -179,6 +189,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
     try:
         index_k_dtype, source = resolve_index_k_dtype(ns.index_k_dtype, environ)
         index_topk = parse_index_topk(ns.json_model_override_args)
+        check(ns.fault, index_k_dtype)
     except ValueError as exc:
         parser.error(str(exc))
     for name in ("context_length", "max_total_tokens", "max_running_requests"):
@@ -201,6 +212,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
         index_k_dtype=index_k_dtype,
         index_k_dtype_source=source,
         memory_limit_gb=ns.memory_limit_gb,
+        fault=ns.fault,
         launch_command=" ".join(["python -m launchers.reference.server", *argv]),
         api_key=ns.api_key or None,
     )

@@ -3,7 +3,7 @@
 python tests/benchmarks/bench_long_context.py [--length 131072] [--index-k-dtype fp8]
 
 Starts the reference server with --context-length LENGTH + 256 (the weights' own default is 32,768),
-runs `recall-eval sweep --base-url URL --suites needle --lengths LENGTH --depths 50 --trials 1` against
+runs `recall-eval sweep --base-url URL --suite needle --lengths LENGTH --depths 50 --trials 1` against
 it as a user would, and prints the case's outcome, its prompt tokens, the time to first token, the
 sweep's wall time and the server's peak resident memory (VmHWM) before it is stopped.
 """
@@ -54,7 +54,7 @@ def main() -> None:
                 "sweep",
                 "--base-url",
                 server.base_url,
-                "--suites",
+                "--suite",
                 "needle",
                 "--lengths",
                 str(args.length),
