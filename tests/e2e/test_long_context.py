@@ -18,7 +18,7 @@ from tests.e2e.test_compare_base_url import recall_eval
 
 pytestmark = [pytest.mark.slow]
 
-GRID = ["--lengths", "40000", "--depths", "50", "--trials", "1", "--max-tokens", "16"]
+GRID = ["--lengths", "40000", "--depths", "50", "--trials", "1", "--max-tokens", "32"]
 
 
 def _only_result(stdout: str) -> dict:
