@@ -74,7 +74,7 @@ def main() -> None:
             server.stop()
         if done.returncode not in (0, 4):
             raise SystemExit(f"sweep exited {done.returncode}:\n{done.stderr[-3000:]}")
-        (run_dir,) = [p for p in (home / "runs").iterdir() if (p / "results.jsonl").is_file()]
+        (run_dir,) = [p for p in home.iterdir() if (p / "results.jsonl").is_file()]  # RECALL_EVAL_HOME
         (result,) = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     completion = result.get("completion") or {}
     print("| index keys | prompt tokens | outcome | TTFT s | sweep wall s | server ready s | peak RSS GiB (idle) |")
