@@ -77,7 +77,9 @@ def main() -> None:
         (run_dir,) = [p for p in home.iterdir() if (p / "results.jsonl").is_file()]  # RECALL_EVAL_HOME
         (result,) = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     completion = result.get("completion") or {}
-    print("| index keys | prompt tokens | outcome | TTFT s | sweep wall s | server ready s | peak RSS GiB (idle) |")
+    print(
+        "| index keys | prompt tokens | outcome | TTFT s | sweep wall s | server ready s | peak RSS GiB (idle) |"
+    )
     print("|---|---|---|---|---|---|---|")
     print(
         f"| {args.index_k_dtype} | {result.get('prompt_tokens')} | {result['outcome']} | "
