@@ -432,6 +432,55 @@ class CompareOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StudyOptions:
+    """Everything `study` takes besides the axes (recall_eval.study_axes)."""
+
+    grid: GridOptions = GridOptions()
+    request: RequestOptions = RequestOptions()
+    profile: str | None = _profile()  # the profile that the axes' overrides apply to
+    profiles_file: Path | None = _profiles_file()
+    baseline: str | None = option(
+        "--baseline",
+        "the cell every other cell is tested against, as a variant (e.g. dtype=bf16,topk=2048)",
+        default_text="the first cell: each axis's first value",
+        metavar="CELL",
+    )
+    only: Sequence[str] | None = option(
+        "--only",
+        "keep only the cells matching this partial variant (e.g. dtype=fp8); repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    skip: Sequence[str] | None = option(
+        "--skip",
+        "leave out the cells matching this partial variant; repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    force: bool = option(
+        "--force",
+        "launch the cells the memory planner predicts do not fit too, and record what happened beside the prediction",
+        cli=bool,
+        default=False,
+    )
+    cost: str | None = option(
+        "--cost",
+        "what the recommendation minimises: memory (KV bytes per token), decode (highest decode tok/s) or ttft",
+        default="memory",
+        metavar="memory|decode|ttft",
+    )
+    rerun: bool = option(
+        "--rerun", "run every cell again instead of reusing finished runs", cli=bool, default=False
+    )
+    fail_under: str | RecallGate | None = _fail_under()  # checked on every cell that ran
+    scoring: str | None = _scoring()
+
+    @classmethod
+    def of(cls, **fields: Any) -> StudyOptions:
+        return updated(cls(), **fields)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResumeOptions:
     """What may change when an interrupted run is finished: how requests are sent, and where to."""
 
