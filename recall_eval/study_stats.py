@@ -289,3 +289,63 @@ def numbers_json(numbers: StudyNumbers) -> dict[str, Any]:
         },
         "recommendation": numbers.recommendation,
     }
+
+
+def recommend_by_cliff(
+    cliffs: dict[str, tuple[int | None, int | None]], costs: dict[str, float | None], baseline: str, cost: str
+) -> dict[str, Any]:
+    """With searched cliffs (no shared lengths, so no paired tests): the cheapest cell whose cliff is not
+    below the baseline's (its last holding length at least the baseline's), stated against the baseline."""
+    _, higher_better = _COST_COLUMN[cost]
+    base_held = cliffs[baseline][0]
+    restoring = [
+        c for c, (held, _) in cliffs.items() if held is not None and (base_held is None or held >= base_held)
+    ]
+    result: dict[str, Any] = {
+        "cost": cost,
+        "eligible": restoring,
+        "holding": restoring,
+        "cell": None,
+        "line": "",
+    }
+    candidates = [c for c in restoring if costs.get(c) is not None]
+    if not candidates:
+        fell = [f for _, f in cliffs.values() if f is not None]
+        first = min(fell) if fell else None
+        result["first_failing_length"] = first
+        result["line"] = (
+            f"no cell restores recall at lengths >= {first:,}" if first else "no cell held recall"
+        )
+        return result
+    pick = sorted(candidates, key=lambda c: costs[c], reverse=higher_better)[0]  # type: ignore[arg-type,return-value]
+    value, base_value = float(costs[pick]), costs.get(baseline)  # type: ignore[arg-type]
+    against = _change(value, float(base_value)) if base_value else "baseline cost unknown"
+    held = cliffs[pick][0]
+    result.update(cell=pick, cost_value=value, baseline_cost=base_value)
+    result["line"] = (
+        f"recommend {pick}: its cliff is not below {baseline}'s (recall >= {EFFECTIVE_RECALL:g} up to "
+        f"{held:,} tokens, the baseline's up to {base_held:,} tokens); cheapest by {_COST_WORDS[cost]}: "
+        f"{value:,.1f} ({against})"
+        if base_held is not None
+        else f"recommend {pick}: cheapest by {_COST_WORDS[cost]} among the cells holding recall: {value:,.1f} ({against})"
+    )
+    return result
+
+
+def cliff_rows(
+    cliffs: dict[str, tuple[int | None, int | None]],
+    frames: dict[str, pd.DataFrame],
+    kv_bytes: dict[str, float | None],
+    baseline: str,
+) -> list[dict[str, Any]]:
+    """The cells' table of a searched study: each cell's bracket (its effective length is the last length
+    that held), speed over every case the search sent, memory; the recall columns are the search's pooled
+    over lengths (not a figure to compare: the cells were measured at different lengths)."""
+    rows = []
+    for label, (held, fell) in cliffs.items():
+        row = _cell_row(CellData(label, frames[label], kv_bytes.get(label)), baseline)
+        row.update(
+            effective_length=held, cliff_held=held, cliff_fell=fell, p_value=None, p_holm=None, worse=False
+        )
+        rows.append(row)
+    return rows

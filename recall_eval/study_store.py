@@ -57,6 +57,8 @@ class StudyCell(BaseModel):
     run_dir: str | None = None  # relative to the study directory where possible
     reused: bool = False  # an earlier finished run with the same reuse key was used as it is
     note: str | None = None  # why not launched, how it failed; for a forced cell, predicted vs happened
+    # --lengths search:MIN..MAX: the cell's cliff (held, fell, cases_spent, grid_cases); run_dir is its search dir
+    cliff: dict[str, int | None] | None = None
 
 
 class StudyManifest(BaseModel):
@@ -73,6 +75,9 @@ class StudyManifest(BaseModel):
     cost: Cost = "memory"  # what "cheapest" means in the recommendation
     # how the cells' speeds were measured: launched servers run one after another on the same machine
     measurement: str = "sequential"
+    search: str | None = (
+        None  # the --lengths search:MIN..MAX[:BUDGET] spec, when the cells' cliffs were searched
+    )
     cells: tuple[StudyCell, ...]
 
 

@@ -46,23 +46,29 @@ def frontier(points: list[tuple[str, float, float]], higher_cost_better: bool) -
 
 
 def pareto_png(
-    cells: list[dict[str, Any]], longest: dict[str, dict[str, Any]], cost: str, recommended: str | None
+    cells: list[dict[str, Any]],
+    ys: dict[str, tuple[float, float | None, float | None]],
+    y_label: str,
+    cost: str,
+    recommended: str | None,
+    log_y: bool = False,
 ) -> bytes:
-    """Recall at the longest length (Wilson interval as a vertical whisker) against the cost (its bootstrap
-    interval as a horizontal whisker for speeds); the Pareto front as a dashed line; the baseline hollow,
-    the recommended cell ringed."""
+    """Each cell's figure of merit (`ys`: recall at the longest length with its Wilson interval, or the
+    searched cliff) against the cost (its bootstrap interval as a horizontal whisker for speeds); the
+    Pareto front as a dotted line; the baseline hollow, the recommended cell ringed."""
     column, low, high, label, scale = COST_AXIS[cost]
     fig = Figure(figsize=(7.2, 3.6), dpi=110, layout="constrained")
     ax = fig.add_subplot()
     points = []
     for index, cell in enumerate(cells):
-        row = longest.get(cell["cell"])
-        if cell.get(column) is None or row is None or row.get("recall") is None:
+        found = ys.get(cell["cell"])
+        if cell.get(column) is None or found is None:
             continue
-        x, y = cell[column] * scale, row["recall"]
+        x, (y, y_low, y_high) = cell[column] * scale, found
         points.append((cell["cell"], x, y))
         colour = VARIANT_COLOURS[index % len(VARIANT_COLOURS)]
-        ax.vlines([x], [row["ci_low"]], [row["ci_high"]], color=colour, alpha=0.35, linewidth=2.5)
+        if y_low is not None and y_high is not None:
+            ax.vlines([x], [y_low], [y_high], color=colour, alpha=0.35, linewidth=2.5)
         if low and cell.get(low) is not None and cell.get(high) is not None:
             ax.hlines([y], [cell[low] * scale], [cell[high] * scale], color=colour, alpha=0.35, linewidth=2.5)
         ax.plot([x], [y], marker=MARKERS[index % len(MARKERS)], markersize=8, color=colour,
@@ -76,10 +82,12 @@ def pareto_png(
     if len(front) > 1:
         ax.plot([where[n][0] for n in front], [where[n][1] for n in front], color="#9AA1AA", linestyle=":", linewidth=1.2,
                 label="Pareto front", zorder=1)  # fmt: skip
-    ax.set_ylim(-0.04, 1.06)
-    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
-    length = next((row["length"] for row in longest.values()), None)
-    ax.set_ylabel(f"recall at {tokens(length)}" if length else "recall")
+    if log_y:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(-0.04, 1.06)
+        ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_ylabel(y_label)
     ax.set_xlabel(label)
     ax.margins(x=0.15)
     _style(ax)

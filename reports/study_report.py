@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from recall_eval.cliff_store import read_search
 from recall_eval.formatting import format_p
+from recall_eval.stats import wilson_interval
 from recall_eval.store import write_atomically
-from recall_eval.study_store import STUDY_FILE, STUDY_HTML, read_study
+from recall_eval.study_store import STUDY_FILE, STUDY_HTML, StudyManifest, read_study, run_dir_of
 from reports.html import environment
 from reports.study_charts import COST_AXIS, curves_png, pareto_png
 
@@ -33,6 +35,28 @@ def _longest(lengths: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {row["cell"]: row for row in lengths if row["length"] == top}
 
 
+def _searched_lengths(study_dir: Path, manifest: StudyManifest) -> list[dict[str, Any]]:
+    """Each searched cell's lengths (search.json) as rows of the per-length table: recall with its Wilson interval."""
+    rows = []
+    for cell in manifest.cells:
+        search_dir = run_dir_of(study_dir, cell)
+        stored = read_search(search_dir) if search_dir is not None else None
+        for entry in stored.lengths if stored else []:
+            bounds = wilson_interval(entry["passes"], entry["answered"]) if entry["answered"] else None
+            rows.append(
+                {
+                    "cell": cell.label,
+                    "length": entry["length"],
+                    "recall": entry["recall"],
+                    "ci_low": bounds[0] if bounds else None,
+                    "ci_high": bounds[1] if bounds else None,
+                    "passes": entry["passes"],
+                    "answered": entry["answered"],
+                }
+            )
+    return rows
+
+
 def render_study(study_dir: Path) -> Path:
     """Write study.html (and pareto.png, curves.png) from study.json; returns the html's path."""
     study_dir = Path(study_dir)
@@ -41,8 +65,21 @@ def render_study(study_dir: Path) -> Path:
     numbers = document.get("numbers") or {"cells": [], "tests": [], "lengths": [], "misses": []}
     recommendation = document.get("recommendation") or {}
     cells, lengths = numbers["cells"], numbers["lengths"]
+    if manifest.search:  # searched cliffs: the cliff against the cost; each search's lengths as the curves
+        lengths = _searched_lengths(study_dir, manifest)
+        ys = {c["cell"]: (c["cliff_held"], None, None) for c in cells if c.get("cliff_held") is not None}
+        y_label, log_y = "cliff: last length that held (tokens)", True
+    else:
+        longest = _longest(lengths)
+        ys = {
+            cell: (row["recall"], row["ci_low"], row["ci_high"])
+            for cell, row in longest.items()
+            if row["recall"] is not None
+        }
+        top = max((row["length"] for row in lengths), default=None)
+        y_label, log_y = (f"recall at {top:,}" if top else "recall"), False
     pareto = (
-        pareto_png(cells, _longest(lengths), manifest.cost, recommendation.get("cell")) if cells else None
+        pareto_png(cells, ys, y_label, manifest.cost, recommendation.get("cell"), log_y) if cells else None
     )
     curves = curves_png(cells, lengths) if cells else None
     for name, png in (("pareto.png", pareto), ("curves.png", curves)):

@@ -208,7 +208,10 @@ class GridOptions:
         default=",".join(_spec_default("suites")),
     )
     lengths: str | Sequence[int] | None = option(
-        "--lengths", "context lengths: A..B (8 geometric points), A..B:N, or A,B,C", default="338..22597"
+        "--lengths",
+        "context lengths: A..B (8 geometric points), A..B:N, or A,B,C; sweep and study also take "
+        "search:MIN..MAX[:BUDGET], the cliff found by bisection",
+        default="338..22597",
     )
     depths: str | Sequence[float] | None = option(
         "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"

@@ -13,6 +13,7 @@ run twice. Last, the numbers (recall_eval.study_stats) go into study.json and st
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,7 +28,9 @@ from recall_eval.api.gating import recall_gate
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import StudyOptions, updated
 from recall_eval.api.records import RunInterrupted, RunRecord, RunStopped, StudyRecord
+from recall_eval.api.searching import SearchRecord, run_search
 from recall_eval.api.sweeping import build_spec, check_lengths_of, request_auth
+from recall_eval.cliff import LengthSearch, is_search, parse_search
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import study_verdict
 from recall_eval.frame import check_scoring
@@ -114,6 +117,7 @@ def _open_study(
     cost: str,
     command: str,
     force: bool,
+    search: str | None = None,
 ) -> _Study:
     path = runs_home() / study_id(axes, planned)
     created_at = time.time()
@@ -143,6 +147,7 @@ def _open_study(
         baseline=baseline,
         cost=cost,  # type: ignore[arg-type]
         measurement=SEQUENTIAL,
+        search=search,
         cells=cells,
     )
     return _Study(path, manifest)
@@ -194,6 +199,40 @@ def _run_cells(
     return runs
 
 
+def _search_cells(
+    study: _Study,
+    planned: Sequence[PlannedVariant],
+    search: LengthSearch,
+    options: StudyOptions,
+    hooks: Hooks,
+) -> dict[str, SearchRecord]:
+    """--lengths search:MIN..MAX: each cell's cliff (recall_eval.api.searching), cell after cell."""
+    found: dict[str, SearchRecord] = {}
+    for index, (cell, variant) in enumerate(zip(study.manifest.cells, planned, strict=True)):
+        if cell.status == "not_launched":
+            hooks.note(f"{cell.label}: not launched: {cell.plan.reason}")
+            continue
+        try:
+            record = run_search(variant.spec, variant.profile, search, hooks, options.request)
+        except RunInterrupted:
+            study.update(index, status="interrupted")
+            raise
+        except UserError as err:
+            study.update(index, status="failed", note=_failed(cell, err))
+            hooks.note(f"{cell.label}: failed: {err}")
+            continue
+        m = record.manifest
+        study.update(
+            index,
+            status="finished",
+            run_dir=relative_run_dir(study.path, record.path),
+            cliff={"held": m.held, "fell": m.fell, "cases_spent": m.cases_spent, "grid_cases": m.grid_cases},
+            note=record.lines[0].split(": ", 1)[1],
+        )
+        found[cell.label] = record
+    return found
+
+
 def _failed(cell: StudyCell, err: UserError) -> str:
     if cell.forced:
         return f"predicted: {cell.plan.reason}; happened: failed: {err}"
@@ -228,7 +267,9 @@ def study(
     scoring = check_scoring(options.scoring)
     cost = _check_cost(options.cost)
     hooks = hooks or Hooks()
-    spec = build_spec(options.grid, options.request)
+    search = parse_search(str(options.grid.lengths)) if is_search(options.grid.lengths) else None
+    grid = dataclasses.replace(options.grid, lengths=str(search.high)) if search else options.grid
+    spec = build_spec(grid, options.request)
     check_lengths_of(spec)
     gate = recall_gate(options.fail_under, spec.suites)
     parsed = parse_axes(list(axes))
@@ -254,9 +295,23 @@ def study(
     line = Redactor(secrets).text(
         command or shlex.join(["recall-eval", "study", *(f"--axis={a}" for a in axes)])
     )
-    study_dir = _open_study(parsed, planned, plans, baseline.label, cost, line, options.force)
+    study_dir = _open_study(
+        parsed,
+        planned,
+        plans,
+        baseline.label,
+        cost,
+        line,
+        options.force,
+        str(options.grid.lengths) if search else None,
+    )
     for cell in study_dir.manifest.cells:
         hooks.note(f"plan {cell.label}: {cell.plan.reason}")
+    if search is not None:
+        searches = _search_cells(study_dir, planned, search, options, hooks)
+        if baseline.label not in searches:
+            raise UserError(f"the baseline cell {baseline.label!r} did not run; nothing to compare with")
+        return finish_search_study(study_dir.path, searches)
     runs = _run_cells(study_dir, planned, options, hooks)
     if baseline.label not in runs:
         failed = next(c for c in study_dir.manifest.cells if c.label == baseline.label)
@@ -308,3 +363,70 @@ def load_study(path: str | Path) -> StudyRecord:
             run_dir = Path(cell.run_dir) if Path(cell.run_dir).is_absolute() else path / cell.run_dir
             runs[cell.label] = RunRecord.from_store(RunStore.open(run_dir))
     return finish_study(path, runs, None, "lenient")
+
+
+def finish_search_study(path: Path, searches: dict[str, SearchRecord]) -> StudyRecord:
+    """A study of searched cliffs: each cell's bracket and cost (no shared lengths, so no paired tests)
+    into study.json and study.html; the recommendation by cliff (recall_eval.study_stats.recommend_by_cliff)."""
+    import pandas as pd
+
+    from recall_eval.study_stats import cliff_rows, numbers_json, recommend_by_cliff
+    from reports.study_report import render_study
+
+    manifest = read_study(path)
+    by_label = {cell.label: cell for cell in manifest.cells}
+    frames = {label: _batches_frame(record) for label, record in searches.items()}
+    rows = cliff_rows(
+        {label: (r.manifest.held, r.manifest.fell) for label, r in searches.items()},
+        frames,
+        {label: _first_kv_bytes(searches[label], by_label[label].plan) for label in searches},
+        manifest.baseline,
+    )
+    cells = pd.DataFrame(rows)
+    costs = dict(
+        zip(
+            cells["cell"],
+            cells[{"memory": "kv_bytes_per_token", "decode": "decode_tps", "ttft": "ttft_s"}[manifest.cost]],
+            strict=True,
+        )
+    )
+    recommendation = recommend_by_cliff(
+        {label: (r.manifest.held, r.manifest.fell) for label, r in searches.items()},
+        {k: (None if pd.isna(v) else float(v)) for k, v in costs.items()},
+        manifest.baseline,
+        manifest.cost,
+    )
+    from recall_eval.study_stats import StudyNumbers
+
+    numbers = StudyNumbers(cells, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), recommendation)
+    write_study_file(path, manifest, {"rendered_at": time.time(), **numbers_json(numbers)})
+    html = render_study(path)
+    return StudyRecord(
+        path=path,
+        report=html,
+        baseline=manifest.baseline,
+        labels=tuple(cell.label for cell in manifest.cells),
+        runs={},
+        cells=cells,
+        tests=numbers.tests,
+        lengths=numbers.lengths,
+        misses=numbers.misses,
+        recommendation=str(recommendation["line"]),
+    )
+
+
+def _batch_records(record: SearchRecord) -> list[RunRecord]:
+    return [RunRecord.from_store(RunStore.open(record.path / b.run_dir)) for b in record.manifest.batches]
+
+
+def _batches_frame(record: SearchRecord) -> Any:
+    import pandas as pd
+
+    frames = [run.frame for run in _batch_records(record)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _first_kv_bytes(record: SearchRecord, plan: CellPlan) -> float | None:
+    for run in _batch_records(record)[:1]:
+        return _kv_bytes(run, plan)
+    return plan.kv_bytes_per_token

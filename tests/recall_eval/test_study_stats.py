@@ -80,3 +80,16 @@ def test_no_cell_restores_recall() -> None:
     )
     assert numbers.recommendation["cell"] is None
     assert numbers.recommendation["line"].startswith("no cell restores recall at lengths >= 1,024")
+
+
+def test_recommendation_by_searched_cliffs() -> None:
+    """Searched cliffs (no shared lengths): the cheapest cell whose cliff is not below the baseline's; none
+    when every other cell's cliff is lower and the baseline itself fell at the range's start."""
+    from recall_eval.study_stats import recommend_by_cliff
+
+    cliffs = {"bf16": (4000, 4200), "fp8": (4100, 4300), "fp4": (1000, 1050)}
+    rec = recommend_by_cliff(cliffs, {"bf16": 256.0, "fp8": 132.0, "fp4": 68.0}, "bf16", "memory")
+    assert rec["cell"] == "fp8" and rec["eligible"] == ["bf16", "fp8"]
+    assert "not below bf16's" in rec["line"] and "-48.4% vs the baseline" in rec["line"]
+    none = recommend_by_cliff({"a": (None, 500), "b": (None, 500)}, {"a": 1.0, "b": 2.0}, "a", "memory")
+    assert none["cell"] is None and none["line"] == "no cell restores recall at lengths >= 500"
