@@ -11,7 +11,6 @@ from recall_eval import api
 from recall_eval.api.options import ResumeOptions, SweepOptions
 from recall_eval.cli.app import app, console, interrupted_exit_code, interrupted_word, say
 from recall_eval.cli.options import OpenReport, only, takes_options
-from recall_eval.cliff import is_search
 from recall_eval.errors import BadInput, UserError
 
 
@@ -43,6 +42,8 @@ def sweep(
         raise BadInput(
             f"{'--retry' if again.retry else '--stop-leftovers'} applies to a resumed run: add --resume RUN_DIR"
         )
+    from recall_eval.cliff import is_search
+
     hooks = ConsoleHooks(console)
     if resume is None and is_search(options.grid.lengths):
         _search(options, hooks)
