@@ -180,6 +180,15 @@ _COST_COLUMN = {
 _COST_WORDS = {"memory": "KV bytes/token", "decode": "decode tok/s", "ttft": "TTFT"}
 
 
+def _shown(value: float, cost: str) -> str:
+    """A cost as the recommendation states it: bytes whole, tok/s to a tenth, TTFT in ms."""
+    return (
+        f"{value:,.0f}"
+        if cost == "memory"
+        else (f"{value:.1f}" if cost == "decode" else f"{value * 1000:.0f} ms")
+    )
+
+
 def _change(value: float, base: float) -> str:
     return "same as the baseline" if value == base else f"{(value / base - 1):+.1%} vs the baseline"
 
@@ -234,11 +243,7 @@ def recommend(
         if base_value and not pd.isna(base_value)
         else "baseline cost unknown"
     )
-    shown = (
-        f"{value:,.0f}"
-        if cost == "memory"
-        else (f"{value:.1f}" if cost == "decode" else f"{value * 1000:.0f} ms")
-    )
+    shown = _shown(value, cost)
     result["line"] = (
         f"recommend {pick}: recall >= {EFFECTIVE_RECALL:g} at every tested length up to {tested[-1]:,} and not "
         f"significantly below {baseline} at any (Holm-adjusted exact McNemar, alpha {SIGNIFICANCE:g}); cheapest by "
@@ -325,9 +330,10 @@ def recommend_by_cliff(
     result["line"] = (
         f"recommend {pick}: its cliff is not below {baseline}'s (recall >= {EFFECTIVE_RECALL:g} up to "
         f"{held:,} tokens, the baseline's up to {base_held:,} tokens); cheapest by {_COST_WORDS[cost]}: "
-        f"{value:,.1f} ({against})"
+        f"{_shown(value, cost)} ({against})"
         if base_held is not None
-        else f"recommend {pick}: cheapest by {_COST_WORDS[cost]} among the cells holding recall: {value:,.1f} ({against})"
+        else f"recommend {pick}: cheapest by {_COST_WORDS[cost]} among the cells holding recall: "
+        f"{_shown(value, cost)} ({against})"
     )
     return result
 

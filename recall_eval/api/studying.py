@@ -354,14 +354,24 @@ def finish_study(path: Path, runs: dict[str, RunRecord], gate: Any, scoring: str
 
 
 def load_study(path: str | Path) -> StudyRecord:
-    """A stored study read back (its finished cells' runs), figures recomputed, page re-rendered."""
+    """A stored study read back (its finished cells' runs, or searches), figures recomputed, page re-rendered."""
+    from recall_eval.cliff_store import read_search
+
     path = Path(path)
     manifest = read_study(path)
+    finished = [c for c in manifest.cells if c.status == "finished" and c.run_dir]
+    if manifest.search:
+        searches = {}
+        for cell in finished:
+            search_dir = path / cell.run_dir if not Path(cell.run_dir).is_absolute() else Path(cell.run_dir)  # type: ignore[arg-type]
+            stored = read_search(search_dir)
+            if stored is not None:
+                searches[cell.label] = SearchRecord(search_dir, stored)
+        return finish_search_study(path, searches)
     runs = {}
-    for cell in manifest.cells:
-        if cell.status == "finished" and cell.run_dir:
-            run_dir = Path(cell.run_dir) if Path(cell.run_dir).is_absolute() else path / cell.run_dir
-            runs[cell.label] = RunRecord.from_store(RunStore.open(run_dir))
+    for cell in finished:
+        run_dir = Path(cell.run_dir) if Path(cell.run_dir).is_absolute() else path / cell.run_dir  # type: ignore[arg-type]
+        runs[cell.label] = RunRecord.from_store(RunStore.open(run_dir))
     return finish_study(path, runs, None, "lenient")
 
 

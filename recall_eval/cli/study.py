@@ -37,7 +37,7 @@ def cells_table(record: StudyRecord) -> list[str]:
         "plan",
         "status",
         "recall",
-        "eff. length",
+        "cliff" if study.get("search") else "eff. length",
         "p raw",
         "p Holm",
         "TTFT p50",
@@ -53,7 +53,7 @@ def cells_table(record: StudyRecord) -> list[str]:
         if row is not None:
             numbers = [
                 f"{percent(row['recall'])} ({row['passes']}/{row['answered']})",
-                tokens(row["effective_length"]) if row["effective_length"] is not None else "none",
+                _length_text(row, bool(study.get("search"))),
                 format_p(row["p_value"]) if row["p_value"] is not None else "–",
                 (format_p(row["p_holm"]) + (" worse" if row["worse"] else ""))
                 if row["p_holm"] is not None
@@ -64,10 +64,24 @@ def cells_table(record: StudyRecord) -> list[str]:
             ]
         status = cell["status"].replace("_", " ") + (" (reused)" if cell["reused"] else "")
         table.add_row(cell["label"], plan, status, *numbers)
-    out = console if console.is_terminal else Console(width=200, highlight=False)  # piped: keep the table whole
+    out = (
+        console if console.is_terminal else Console(width=200, highlight=False)
+    )  # piped: keep the table whole
     with out.capture() as captured:
         out.print(table)
     return captured.get().splitlines()
+
+
+def _length_text(row: dict, searched: bool) -> str:
+    """The effective length, or for a searched cliff its bracket (last length held - first that fell)."""
+    from recall_eval.formatting import tokens
+
+    if searched:
+        held, fell = row.get("cliff_held"), row.get("cliff_fell")
+        return (
+            f"{tokens(held) if held is not None else 'below'}–{tokens(fell) if fell is not None else 'above'}"
+        )
+    return tokens(row["effective_length"]) if row["effective_length"] is not None else "none"
 
 
 @app.command()

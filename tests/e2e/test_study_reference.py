@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from recall_eval import api
 from recall_eval.store import runs_home
 from tests.e2e.cli import run_cli, start_cli
 from tests.reports.dom import parse
@@ -154,6 +155,10 @@ def test_two_by_two_study_interrupted_resumed_and_its_page() -> None:
     again = run_cli("study", *AXES, *GRID, timeout=300)
     assert again.returncode == done.returncode and again.stderr.count("reusing run") == 4
     assert json.loads((study_dir / "study.json").read_text())["numbers"] == study["numbers"]
+    loaded = api.load_study(study_dir)  # read back from the runs alone: the same figures
+    assert loaded.recommendation == line and list(loaded.cells["cell"]) == LABELS
+    assert loaded.cells.set_index("cell").loc[LABELS[0], "p_holm"] == rows[LABELS[0]]["p_holm"]
+    assert run_cli("report", str(study_dir)).stdout.strip() == str(html)  # `report` re-renders a study
 
 
 def test_a_cell_that_does_not_fit_is_not_launched_unless_forced() -> None:

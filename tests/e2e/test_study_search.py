@@ -54,3 +54,8 @@ def test_each_cell_gets_its_cliff() -> None:
     again = api.study(["topk=4,64"], baseline="topk=64", **grid)
     assert again.study["cells"] == study["cells"] and again.recommendation == record.recommendation
     assert stored() == before  # every batch replayed from its stored run, none sent again
+    loaded = api.load_study(record.path)  # read back: the same figures, the page rendered again
+    assert loaded.recommendation == record.recommendation and list(loaded.cells["cell"]) == [
+        "topk=4",
+        "topk=64",
+    ]
