@@ -55,11 +55,17 @@ def pareto_png(
 ) -> bytes:
     """Each cell's figure of merit (`ys`: recall at the longest length with its Wilson interval, or the
     searched cliff) against the cost (its bootstrap interval as a horizontal whisker for speeds); the
-    Pareto front as a dotted line; the baseline hollow, the recommended cell ringed."""
+    Pareto front as a dotted line; the baseline hollow, the recommended cell ringed; cells at one point
+    nested, the earlier larger."""
     column, low, high, label, scale = COST_AXIS[cost]
     fig = Figure(figsize=(7.2, 3.6), dpi=110, layout="constrained")
     ax = fig.add_subplot()
     points = []
+    # cells at the same point are drawn nested (earlier ones larger), so that none hides another
+    spots = [
+        (cell[column], ys[cell["cell"]][0]) if cell.get(column) is not None and cell["cell"] in ys else None
+        for cell in cells
+    ]
     for index, cell in enumerate(cells):
         found = ys.get(cell["cell"])
         if cell.get(column) is None or found is None:
@@ -71,7 +77,8 @@ def pareto_png(
             ax.vlines([x], [y_low], [y_high], color=colour, alpha=0.35, linewidth=2.5)
         if low and cell.get(low) is not None and cell.get(high) is not None:
             ax.hlines([y], [cell[low] * scale], [cell[high] * scale], color=colour, alpha=0.35, linewidth=2.5)
-        ax.plot([x], [y], marker=MARKERS[index % len(MARKERS)], markersize=8, color=colour,
+        later = sum(spot == spots[index] for spot in spots[index + 1 :])
+        ax.plot([x], [y], marker=MARKERS[index % len(MARKERS)], markersize=8 + 5 * later, color=colour,
                 markerfacecolor="white" if cell["baseline"] else colour, markeredgewidth=1.5, linestyle="none",
                 label=f"{cell['cell']} (baseline)" if cell["baseline"] else cell["cell"], clip_on=False)  # fmt: skip
         if cell["cell"] == recommended:
