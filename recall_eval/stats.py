@@ -124,6 +124,24 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values of one family of tests, in the input order.
+
+    Sorted ascending, the i-th smallest (0-based) of m is multiplied by m - i, the running maximum is
+    kept (adjusted p-values never decrease with rank) and capped at 1. Rejecting where the adjusted p is
+    below alpha controls the family-wise error rate at alpha (Holm 1979), under any dependence.
+    """
+    values = np.asarray(p_values, dtype=float)
+    if values.size == 0:
+        return []
+    order = np.argsort(values, kind="stable")
+    scaled = values[order] * (values.size - np.arange(values.size))
+    adjusted = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    result = np.empty_like(adjusted)
+    result[order] = adjusted
+    return [float(p) for p in result]
+
+
 def sign_test(better: int, worse: int) -> float:
     """Two-sided exact sign test (ties left out): the same binomial test as McNemar's."""
     return mcnemar_exact(better, worse)
@@ -268,6 +286,14 @@ def percentile(values: Sequence[float] | pd.Series, q: float) -> float | None:
     array = np.asarray(values, dtype=float)
     array = array[~np.isnan(array)]
     return float(np.percentile(array, q)) if array.size else None
+
+
+def median_ci(
+    values: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Bootstrap percentile interval of the median of per-case values (a cell's TTFT or decode tok/s):
+    the same resampling as median_change_ci, which it is."""
+    return median_change_ci(values, confidence)
 
 
 def median_change_ci(

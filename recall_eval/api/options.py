@@ -208,7 +208,10 @@ class GridOptions:
         default=",".join(_spec_default("suites")),
     )
     lengths: str | Sequence[int] | None = option(
-        "--lengths", "context lengths: A..B (8 geometric points), A..B:N, or A,B,C", default="338..22597"
+        "--lengths",
+        "context lengths: A..B (8 geometric points), A..B:N, or A,B,C; sweep and study also take "
+        "search:MIN..MAX[:BUDGET], the cliff found by bisection",
+        default="338..22597",
     )
     depths: str | Sequence[float] | None = option(
         "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"
@@ -428,6 +431,55 @@ class CompareOptions:
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:
+        return updated(cls(), **fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyOptions:
+    """Everything `study` takes besides the axes (recall_eval.study_axes)."""
+
+    grid: GridOptions = GridOptions()
+    request: RequestOptions = RequestOptions()
+    profile: str | None = _profile()  # the profile that the axes' overrides apply to
+    profiles_file: Path | None = _profiles_file()
+    baseline: str | None = option(
+        "--baseline",
+        "the cell every other cell is tested against, as a variant (e.g. dtype=bf16,topk=2048)",
+        default_text="the first cell: each axis's first value",
+        metavar="CELL",
+    )
+    only: Sequence[str] | None = option(
+        "--only",
+        "keep only the cells matching this partial variant (e.g. dtype=fp8); repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    skip: Sequence[str] | None = option(
+        "--skip",
+        "leave out the cells matching this partial variant; repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    force: bool = option(
+        "--force",
+        "launch the cells the memory planner predicts do not fit too, and record what happened beside the prediction",
+        cli=bool,
+        default=False,
+    )
+    cost: str | None = option(
+        "--cost",
+        "what the recommendation minimises: memory (KV bytes per token), decode (highest decode tok/s) or ttft",
+        default="memory",
+        metavar="memory|decode|ttft",
+    )
+    rerun: bool = option(
+        "--rerun", "run every cell again instead of reusing finished runs", cli=bool, default=False
+    )
+    fail_under: str | RecallGate | None = _fail_under()  # checked on every cell that ran
+    scoring: str | None = _scoring()
+
+    @classmethod
+    def of(cls, **fields: Any) -> StudyOptions:
         return updated(cls(), **fields)
 
 

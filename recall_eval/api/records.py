@@ -137,6 +137,29 @@ class CompareRecord:
         return str(json.loads((self.path / "compare.json").read_text(encoding="utf-8")).get("verdict", ""))
 
 
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study directory: every cell's run (cells not launched have none) and the family's figures as
+    frames (recall_eval.study_stats.StudyNumbers: cells, tests, lengths, misses)."""
+
+    path: Path  # runs/study-<id>
+    report: Path  # study.html
+    baseline: str  # the baseline cell's label
+    labels: tuple[str, ...]  # every cell, in order (launched or not)
+    runs: dict[str, RunRecord]  # label -> run, for the cells that ran
+    cells: pd.DataFrame  # one row per cell that ran: recall, interval, effective length, speed, memory, p
+    tests: pd.DataFrame  # one row per cell x scope (pooled, suite:, length:): McNemar raw and Holm-adjusted p
+    lengths: pd.DataFrame  # one row per cell x length: recall with its Wilson interval
+    misses: pd.DataFrame  # one row per cell x length x depth
+    recommendation: str  # the stated answer
+    verdict: Verdict = Verdict(EXIT_OK, ())
+
+    @property
+    def study(self) -> dict:
+        """study.json as stored (manifest, plans, numbers, recommendation)."""
+        return dict(json.loads((self.path / "study.json").read_text(encoding="utf-8")))
+
+
 class RunStopped(UserError):
     """A run ended early and was marked failed in run.json; str() says why.
 
