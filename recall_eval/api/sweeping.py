@@ -35,6 +35,7 @@ from recall_eval.api.options import (
     updated,
 )
 from recall_eval.api.records import RunRecord
+from recall_eval.api.run_file import write_config
 from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.baseline_store import read_baseline
@@ -302,6 +303,7 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, options.out, scoring)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
+    write_config(store.path, options)  # the effective configuration, as a run file (secrets left out)
     from recall_eval.api.ci_gate import gated_run, wants_ci_files
 
     if baseline is not None or ci.fail_fast or wants_ci_files(ci):
