@@ -105,6 +105,8 @@ def file_values(
             raise BadInput(
                 f"--config {path}: unknown key {key!r}{hint}; keys are the command's flags without --"
             )
+        if leaf.declared.cli == list[str] and isinstance(value, str):
+            value = [value]  # a repeatable flag given once, as the command line gives it
         try:
             found[leaf.path] = TypeAdapter(leaf.annotation).validate_python(value)
         except ValidationError as err:
