@@ -101,7 +101,13 @@ class QuietProgress:
         if now - self._last >= PROGRESS_EVERY_S or self.done == self.total:
             self._last = now
             recall = self.live.text()
-            log.info("%d/%d cases done, %d passed%s", self.done, self.total, self.passed, f"; {recall}" if recall else "")
+            log.info(
+                "%d/%d cases done, %d passed%s",
+                self.done,
+                self.total,
+                self.passed,
+                f"; {recall}" if recall else "",
+            )
 
 
 class Hooks:
