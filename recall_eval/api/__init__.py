@@ -29,6 +29,7 @@ _HOMES = {
     "runs_frame": "data",
     "Hooks": "hooks",
     "SweepProgress": "hooks",
+    "CiOptions": "options",
     "CompareOptions": "options",
     "GridOptions": "options",
     "RequestOptions": "options",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from recall_eval.api.data import export, results_frame, runs_frame
     from recall_eval.api.hooks import Hooks, SweepProgress
     from recall_eval.api.options import (
+        CiOptions,
         CompareOptions,
         GridOptions,
         RequestOptions,
@@ -79,6 +81,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CiOptions",
     "CompareEntry",
     "CompareOptions",
     "CompareRecord",
