@@ -91,9 +91,12 @@ def gate_cells(
     gate: RecallGate | None = None,
     tests: Sequence[ScopeTest] = (),
     baseline: pd.DataFrame | None = None,
+    failing: set[str] | None = None,
 ) -> list[Cell]:
-    """The cells of a run's headline frame, in suite then length order (see the module docstring)."""
-    failing = _failing_suites(tests)
+    """The cells of a run's headline frame, in suite then length order (see the module docstring).
+    `failing`: the suites significantly worse than `baseline` when the caller tested them (a compare's
+    --fail-on-regression), instead of `tests`."""
+    failing = _failing_suites(tests) if failing is None else failing
     scored = frame["metric"].notna()
     overall = recall_table(frame[~scored]).iloc[0] if (~scored).any() else None
     cells = []

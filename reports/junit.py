@@ -39,13 +39,16 @@ def _suite_element(name: str, cells: list[Cell], run_name: str) -> ET.Element:
     return element
 
 
-def write_junit(path: Path, cells: Sequence[Cell], run_name: str = "recall-eval") -> Path:
-    """The JUnit XML file of the cells (see the module docstring)."""
-    root = ET.Element("testsuites", name=run_name)
-    for suite in dict.fromkeys(cell.suite for cell in cells):
-        root.append(_suite_element(suite, [cell for cell in cells if cell.suite == suite], run_name))
-    root.set("tests", str(len(cells)))
-    root.set("failures", str(sum(cell.failure is not None for cell in cells)))
+def write_junit(path: Path, groups: Sequence[tuple[str, Sequence[Cell]]]) -> Path:
+    """The JUnit XML file of the cells (see the module docstring): `groups` is (name, cells) per run,
+    one for a sweep ("recall-eval.default"), one per variant for a compare."""
+    root = ET.Element("testsuites", name="recall-eval")
+    every = [cell for _, cells in groups for cell in cells]
+    for run_name, cells in groups:
+        for suite in dict.fromkeys(cell.suite for cell in cells):
+            root.append(_suite_element(suite, [cell for cell in cells if cell.suite == suite], run_name))
+    root.set("tests", str(len(every)))
+    root.set("failures", str(sum(cell.failure is not None for cell in every)))
     ET.indent(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

@@ -14,8 +14,8 @@ from typing import Any
 from recall_eval.api.baselines import baseline_verdict
 from recall_eval.api.fail_fast import FailFastStop, Watch, WatchedHooks, final_alpha
 from recall_eval.api.hooks import Hooks
-from recall_eval.api.options import CiOptions, SweepOptions
-from recall_eval.api.records import RunRecord, RunStopped
+from recall_eval.api.options import CiOptions, CompareOptions, SweepOptions
+from recall_eval.api.records import CompareRecord, RunRecord, RunStopped
 from recall_eval.api.sweeping import execute, finished_record
 from recall_eval.baseline_store import Baseline
 from recall_eval.exit_codes import EXIT_BELOW_GATE, RecallGate, Verdict
@@ -80,14 +80,14 @@ def hardware_seen() -> dict[str, Any]:
     }
 
 
-def step_summary_path(ci: CiOptions) -> Path | None:
+def step_summary_path(ci: CiOptions | CompareOptions) -> Path | None:
     if ci.step_summary is not None:
         return Path(ci.step_summary)
     found = os.environ.get(STEP_SUMMARY_ENV)
     return Path(found) if found else None
 
 
-def wants_ci_files(ci: CiOptions) -> bool:
+def wants_ci_files(ci: CiOptions | CompareOptions) -> bool:
     return bool(ci.junit or ci.metrics or step_summary_path(ci))
 
 
@@ -111,7 +111,7 @@ def write_ci_files(
     frame = record.frame
     cells = gate_cells(frame, gate, record.baseline_tests, baseline.frame() if baseline is not None else None)
     if ci.junit:
-        write_junit(Path(ci.junit), cells, f"recall-eval.{record.run.spec.variant}")
+        write_junit(Path(ci.junit), [(f"recall-eval.{record.run.spec.variant}", cells)])
     if summary is not None:
         text = step_summary(
             record.run,
@@ -146,3 +146,69 @@ def write_ci_files(
             about,
         )
         write_metrics(Path(ci.metrics), document)
+
+
+def write_compare_ci_files(record: CompareRecord, options: CompareOptions, gate: RecallGate | None) -> None:
+    """--junit, the step summary and --metrics of a finished compare: every variant's cells (a later
+    variant's suites that --fail-on-regression found worse than the first fail where they lost cases)."""
+    summary = step_summary_path(options)
+    if not wants_ci_files(options):
+        return
+    from recall_eval.api.gating import OVERALL, regressions
+    from reports.gate_cells import gate_cells
+    from reports.junit import write_junit
+    from reports.metrics_file import metrics_document, write_metrics
+    from reports.step_summary import append_step_summary, step_summary
+
+    found = regressions(record.labels, record.runs) if options.fail_on_regression else []
+    base = record.runs[0].frame
+    groups, texts, documents = [], [], []
+    for index, (label, run) in enumerate(zip(record.labels, record.runs, strict=True)):
+        failing = {r.suite for r in found if r.variant == label}
+        if OVERALL in failing:
+            failing |= set(run.frame["suite"])
+        cells = gate_cells(run.frame, gate, (), base if index else None, failing)
+        groups.append((f"recall-eval.{label}", cells))
+        mine = [line for line in record.verdict.lines if line.startswith(f"variant {label},")]
+        code = record.verdict.exit_code if mine else 0
+        texts.append(step_summary(run.run, run.frame, cells, (), code, mine, None, options.commit))
+        documents.append(
+            metrics_document(
+                run.run,
+                run.path,
+                run.frame,
+                cells,
+                (),
+                code,
+                mine,
+                package_version(),
+                hardware_seen(),
+                options.commit,
+            )
+        )
+    if options.junit:
+        write_junit(Path(options.junit), groups)
+    if summary is not None:
+        ending = record.verdict
+        head = f"# recall-eval compare {' vs '.join(record.labels)}: {'passed' if not ending.exit_code else f'failed (exit {ending.exit_code})'}\n\n"
+        append_step_summary(
+            summary,
+            head
+            + "".join(
+                f"### variant {label}\n\n{text}\n" for label, text in zip(record.labels, texts, strict=True)
+            ),
+        )
+    if options.metrics:
+        document = {
+            "format_version": documents[0]["format_version"],
+            "compare": str(record.path),
+            "verdict": {
+                "exit_code": record.verdict.exit_code,
+                "passed": record.verdict.exit_code == 0,
+                "lines": list(record.verdict.lines),
+            },
+            "variants": [
+                {"label": label, **doc} for label, doc in zip(record.labels, documents, strict=True)
+            ],
+        }
+        write_metrics(Path(options.metrics), document)

@@ -377,10 +377,14 @@ def compare(
     # the gates judge the compare's headline verdict, whatever a reused run's own report headlines
     runs = [replace(r, run=r.run.model_copy(update={"scoring": scoring})) for r in runs]
     labels = tuple(p.label for p in planned)
-    return CompareRecord(
+    record = CompareRecord(
         path=html.parent,
         report=html,
         labels=labels,
         runs=tuple(runs),
         verdict=gate_compare(labels, runs, gate, options.fail_on_regression),
     )
+    from recall_eval.api.ci_gate import write_compare_ci_files
+
+    write_compare_ci_files(record, options, gate)
+    return record

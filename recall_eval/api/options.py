@@ -189,6 +189,44 @@ def _fail_under() -> Any:
     )
 
 
+def _junit() -> Any:
+    return option(
+        "--junit",
+        "write JUnit XML: one test case per suite x length (compare: per variant too); a failure carries "
+        "the cell's recall, interval and worst cases",
+        cli=Path,
+        metavar="FILE",
+    )
+
+
+def _metrics() -> Any:
+    return option(
+        "--metrics",
+        "write metrics.json: the recall per suite and length, the verdict, and provenance (tool version, "
+        "--commit, server version, model, settings, hardware)",
+        cli=Path,
+        metavar="FILE",
+    )
+
+
+def _commit() -> Any:
+    return option(
+        "--commit",
+        "the git commit of the code under test, recorded in --metrics and the step summary",
+        metavar="SHA",
+    )
+
+
+def _step_summary() -> Any:
+    return option(
+        "--step-summary",
+        "append a markdown summary (headline, per-suite table, verdict) to FILE",
+        cli=Path,
+        default_text="$GITHUB_STEP_SUMMARY when set, as under GitHub Actions",
+        metavar="FILE",
+    )
+
+
 def _render_report() -> Any:
     return option("--report/--no-report", "render the report when the run ends", cli=bool, default=True)
 
@@ -398,32 +436,10 @@ class CiOptions:
         cli=bool,
         default=False,
     )
-    junit: Path | None = option(
-        "--junit",
-        "write JUnit XML: one test case per suite x length; a failure carries the cell's recall, "
-        "interval and worst cases",
-        cli=Path,
-        metavar="FILE",
-    )
-    metrics: Path | None = option(
-        "--metrics",
-        "write metrics.json: the recall per suite and length, the verdict, and provenance (tool version, "
-        "--commit, server version, model, settings, hardware)",
-        cli=Path,
-        metavar="FILE",
-    )
-    commit: str | None = option(
-        "--commit",
-        "the git commit of the code under test, recorded in --metrics and the step summary",
-        metavar="SHA",
-    )
-    step_summary: Path | None = option(
-        "--step-summary",
-        "append a markdown summary (headline, per-suite table, verdict) to FILE",
-        cli=Path,
-        default_text="$GITHUB_STEP_SUMMARY when set, as under GitHub Actions",
-        metavar="FILE",
-    )
+    junit: Path | None = _junit()
+    metrics: Path | None = _metrics()
+    commit: str | None = _commit()
+    step_summary: Path | None = _step_summary()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -471,6 +487,11 @@ class CompareOptions:
     capture_indexer: bool = _capture_indexer()
     # the CI gate (CompareRecord.verdict), checked on every variant (recall_eval.exit_codes.parse_fail_under)
     fail_under: str | RecallGate | None = _fail_under()
+    # what CI reads, as for sweep (one test case per variant x suite x length)
+    junit: Path | None = _junit()
+    metrics: Path | None = _metrics()
+    commit: str | None = _commit()
+    step_summary: Path | None = _step_summary()
     fail_on_regression: bool = option(
         "--fail-on-regression",
         "exit 4 when a variant's recall is significantly lower than the first variant's on the same cases "
