@@ -76,6 +76,7 @@ class Baseline(BaseModel):
         rows = [
             {
                 **case.model_dump(),
+                "score": case.score if case.outcome in RECALL_OUTCOMES else None,  # as recall_eval.frame
                 "counted": case.outcome in RECALL_OUTCOMES,
                 "passed": case.outcome == "pass",
                 "strict_passed": None if case.strict_outcome is None else case.strict_outcome == "pass",

@@ -185,14 +185,13 @@ def test_a_candidate_wrong_above_a_length_exits_4_and_fails_the_long_cells(degra
     assert "- needle @ 700 tokens: recall 0.000 (0/12)" in text
 
 
-def test_a_tolerance_wider_than_the_drop_passes_and_a_narrow_one_fails(degraded, baseline):
-    """--tolerance: the drop (0.5, 95% interval about [0.28, 0.70]) fails a 2pp tolerance, not a 60pp one."""
+def test_a_tolerance_wider_than_the_drop_passes(degraded, baseline):
+    """--tolerance 60pp: the drop (0.5, its 95% interval about [0.28, 0.70]) reaches below 0.6, so the
+    gate passes (a 2pp tolerance failing it: tests/recall_eval/test_baseline_gate.py)."""
     args = ["sweep", "--base-url", degraded, "--baseline", str(baseline), "--no-report"]
-    narrow = run_cli(*args, "--tolerance", "2pp")
-    assert narrow.returncode == 4, narrow.stderr[-3000:]
-    assert "above tolerance 0.02" in narrow.stderr
     wide = run_cli(*args, "--tolerance", "60pp")
     assert wide.returncode == 0, wide.stderr[-3000:]
+    assert "recall 50.0%" in wide.stderr
 
 
 def test_fail_fast_stops_a_bad_candidate_early_with_the_cases_it_spent(broken, baseline):

@@ -199,3 +199,24 @@ def test_fail_fast_on_a_threshold_stops_when_the_interval_is_wholly_below_it():
             watch.observe(_result(f"n{i}", "needle", "miss"))
     # 0 of n: the upper end of the 99.44% Wilson interval z^2 / (n + z^2) is below 0.9 from n = 4 on
     assert stop.value.spent == 4 and "wholly below --fail-under 0.9" in stop.value.lines[0]
+
+
+def test_a_scored_suite_is_tested_on_its_score_differences():
+    """A scored suite (a metric grades each answer): the Wilcoxon signed-rank test on the per-case
+    differences, in the same Holm family; the baseline file keeps the grades."""
+
+    def scored(case: str, score: float) -> Result:
+        return _result(case, "vt", "pass" if score == 1 else "miss").model_copy(
+            update={"score": score, "params": {"metric": "string_match_all"}}
+        )
+
+    base = _baseline([scored(f"v{i}", 1.0) for i in range(10)])
+    assert base.cases[0].metric == "string_match_all" and base.cases[0].score == 1.0
+    cand = frame_of([(None, [scored(f"v{i}", 0.25) for i in range(10)])])
+    (test,) = baseline_tests(base.frame(), cand, ["vt"])
+    assert test.kind == "score" and test.lost == 10 and test.drop == pytest.approx(0.75)
+    assert (
+        test.worse
+        and "mean score 1.000 -> 0.250" in test.line("main")
+        and "Wilcoxon signed-rank" in test.line("main")
+    )
