@@ -93,3 +93,10 @@ def test_resume_takes_request_options_and_the_target_address_only() -> None:
     refused = api.SweepOptions.of(lengths="1000", seed=3, mem_fraction_static=0.5, variant="v")
     with pytest.raises(BadInput, match="drop --lengths, --seed, --mem-fraction, --variant"):
         resume_options(refused)
+
+
+def test_resume_refuses_the_ci_gate_options() -> None:
+    """A gate (--baseline, --fail-fast, --junit) starts a new run; a resume does not take them."""
+    refused = api.SweepOptions.of(baseline="b.json", fail_fast=True, junit="j.xml")
+    with pytest.raises(BadInput, match="drop --baseline, --fail-fast, --junit"):
+        resume_options(refused)
