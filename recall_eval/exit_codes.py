@@ -4,10 +4,11 @@
     1  could not run or stopped early (server failed to start or kept dying, preflight, I/O)
     2  bad input (options, specs, paths), rejected before any server starts
     3  finished, but no case got an answer from a live model (every outcome an infrastructure one):
-       nothing was measured; for `study`: a cell significantly worse than the baseline after the Holm
-       correction (recall_eval.study_stats)
-    4  finished, recall below --fail-under (overall or for a suite), or (compare --fail-on-regression)
-       a variant significantly worse than the first on the paired cases
+       nothing was measured
+    4  finished, but a gate failed: recall below --fail-under (overall or for a suite), a variant
+       significantly worse than the first on the paired cases (compare --fail-on-regression), a
+       candidate significantly worse than its stored baseline (sweep --baseline), or a study cell
+       significantly worse than the baseline after the Holm correction (recall_eval.study_stats)
     5  finished, but every answer was cut inside the model's reasoning: the answer budget
        (--max-tokens) is too small for a thinking model, nothing about recall was learned
   130  interrupted (Ctrl-C)
@@ -41,7 +42,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ANSWER = 3
-EXIT_CELL_WORSE = 3  # study: the code CI reads as "a setting lost recall", as a sweep with no answer
+EXIT_CELL_WORSE = 4  # study: a setting lost recall, the same code as every other failed gate
 EXIT_BELOW_GATE = 4
 EXIT_BUDGET_TOO_SMALL = 5
 EXIT_INTERRUPTED = 130

@@ -33,6 +33,7 @@ _HOMES = {
     "runs_frame": "data",
     "Hooks": "hooks",
     "SweepProgress": "hooks",
+    "CiOptions": "options",
     "CompareOptions": "options",
     "GridOptions": "options",
     "RequestOptions": "options",
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from recall_eval.api.data import export, results_frame, runs_frame
     from recall_eval.api.hooks import Hooks, SweepProgress
     from recall_eval.api.options import (
+        CiOptions,
         CompareOptions,
         GridOptions,
         RequestOptions,
@@ -85,6 +87,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CiOptions",
     "CompareEntry",
     "CompareOptions",
     "CompareRecord",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from recall_eval.baseline_gate import ScopeTest
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of, headline_frame, planned_cases
@@ -31,6 +32,8 @@ class RunRecord:
     # a run just made: how a CI job should end (exit code, --fail-under lines); None for a run loaded
     # as it is. A judgement of the run, not part of it: records compare equal without it.
     verdict: Verdict | None = field(default=None, compare=False)
+    # sweep --baseline: each suite (and pooled) tested against the baseline (recall_eval.baseline_gate)
+    baseline_tests: tuple[ScopeTest, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:

@@ -108,8 +108,8 @@ def study(
     that does not fit is listed and not launched (--force launches it). Servers run one after another.
     Running the same study again reuses finished cells and resumes an interrupted one.
 
-    Exit codes: 0 finished; 1 could not run; 2 bad input; 3 a cell's recall is significantly below the
-    baseline's after Holm correction; 4 a cell below --fail-under; 130 interrupted (143 after SIGTERM)."""
+    Exit codes: 0 finished; 1 could not run; 2 bad input; 4 a cell's recall significantly below the
+    baseline's after Holm correction, or a cell below --fail-under (the code of every failed gate); 130 interrupted (143 after SIGTERM)."""
     from recall_eval.cli.display import ConsoleHooks
 
     command = shlex.join(["recall-eval", "study", *sys.argv[2:]]) if sys.argv[1:2] == ["study"] else None

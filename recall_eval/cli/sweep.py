@@ -32,8 +32,13 @@ def sweep(
     cases spent and what the full grid over the range would spend.
 
     Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
-    3 no case got an answer from a live model; 4 recall below --fail-under; 5 every answer was cut
-    inside the model's reasoning (raise --max-tokens); 130 interrupted (143 after SIGTERM)."""
+    3 no case got an answer from a live model; 4 recall below --fail-under, or significantly worse than
+    --baseline (also when --fail-fast stopped it); 5 every answer was cut inside the model's reasoning
+    (raise --max-tokens); 130 interrupted (143 after SIGTERM).
+
+    As a CI gate: `recall-eval sweep --base-url URL --baseline ci/base.json --junit junit.xml`
+    (`recall-eval baseline save RUN NAME` writes the baseline); every option can come from a run file
+    (--config run.toml)."""
     from recall_eval.api.sweeping import resume_options
     from recall_eval.cli.common import open_in_browser, resume_command
     from recall_eval.cli.display import ConsoleHooks

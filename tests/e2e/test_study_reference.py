@@ -138,7 +138,7 @@ def test_two_by_two_study_interrupted_resumed_and_its_page() -> None:
     line = study["recommendation"]["line"]
     assert line.startswith(("recommend ", "no cell restores recall at lengths >= ")) and line in done.stderr
     worse = [label for label, row in rows.items() if row["worse"]]
-    assert (done.returncode == 3) == bool(worse)
+    assert (done.returncode == 4) == bool(worse)
 
     # The page in Chromium at 1000 px: both charts decode, the table lists every cell, nothing overflows.
     page = study_dir / "probe.html"

@@ -209,7 +209,7 @@ def test_study_verdict_three_for_a_worse_cell_then_the_gate() -> None:
     worse = study_verdict(
         cells, ["cell fp8: recall significantly below bf16"], parse_fail_under("0.9", ["needle"])
     )
-    assert worse.exit_code == EXIT_CELL_WORSE == 3 and worse.lines == (
+    assert worse.exit_code == EXIT_CELL_WORSE == 4 and worse.lines == (
         "cell fp8: recall significantly below bf16",
     )
     gated = study_verdict(cells, [], parse_fail_under("0.9", ["needle"]))
