@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pandas as pd
 
 from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
+from recall_eval.engines import ENGINE_NAMES
 from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RUN_FILE, RunStore
 from recall_eval.target_facts import UNKNOWN, target_facts
@@ -32,7 +33,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "run_id": "run the case belongs to",
     "variant": "the run's variant label (default, fp8, bf16, topk=1024, ...)",
     "profile": "name of the server profile (external for --base-url)",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision the run launched or learned from /server_info (fp8, bf16, fp4), else unknown",
     "index_k_dtype_source": "launched (the profile's), server (its /server_info said it) or unknown",
     "index_topk": "index_topk the run launched or learned from /server_info (empty: unknown)",
@@ -85,7 +86,7 @@ RUN_COLUMNS: dict[str, str] = {
     "variant": "variant label",
     "status": "running, interrupted, finished, failed",
     "profile": "profile name",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision launched or learned, else unknown",
     "index_k_dtype_source": "launched, server or unknown",
     "index_topk": "index_topk launched or learned (empty: unknown)",

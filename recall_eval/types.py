@@ -25,7 +25,7 @@ NOT_APPLICABLE_OUTCOMES: tuple[Outcome, ...] = ("not_applicable",)
 
 Role = Literal["system", "user", "assistant"]
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
-Engine = Literal["reference", "sglang", "external"]
+Engine = Literal["reference", "sglang", "vllm", "external"]  # facts per engine: recall_eval/engines.py
 RunStatus = Literal["running", "interrupted", "finished", "failed"]
 MissCause = Literal["selection", "generation"]
 
@@ -229,6 +229,11 @@ class Profile(_Frozen):
     base_url: str | None = None  # for engine="external"
     replica_base_urls: tuple[str, ...] = ()  # engine="external": more replicas of the same model
     tp: int = 1
+    dp: int = 1  # vllm: data-parallel size (--data-parallel-size); SGLang's DP is PD parts or extra_args
+    # vllm: the program that starts the server, in vLLM's own environment: its `vllm` executable or its
+    # Python interpreter (vLLM pins its own torch, so it usually lives in a venv of its own); None: `vllm`
+    executable: str | None = None
+    kv_cache_dtype: str | None = None  # vllm: --kv-cache-dtype (auto, fp8, ...); the DSA index keys are fp8
     mem_fraction_static: float | None = None
     context_length: int | None = None
     max_total_tokens: int | None = None

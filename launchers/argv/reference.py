@@ -18,23 +18,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _refuse_unsupported(profile: Profile) -> None:
+    """What the reference engine cannot do beyond its kind's fields and precisions (launchers/kinds)."""
     where = f"profile {profile.name!r} (engine reference)"
-    if profile.index_k_dtype == "fp4":
-        raise BadInput(f"{where}: the reference engine stores index keys in fp8 or bf16, not fp4")
     if profile.tp != 1:
         raise BadInput(f"{where}: the reference engine runs in one process; tp must be 1, got {profile.tp}")
     if {part.role for part in profile.pd} - {"worker", "router"}:
         raise BadInput(
             f"{where}: PD disaggregation needs engine 'sglang' (the reference engine takes workers)"
-        )
-    unsupported = [
-        name
-        for name in ("page_size", "dsa_prefill_backend", "dsa_decode_backend")
-        if getattr(profile, name) is not None
-    ]
-    if unsupported:
-        raise BadInput(
-            f"{where}: {', '.join(unsupported)} are SGLang settings the reference engine does not have"
         )
 
 

@@ -50,6 +50,7 @@ from recall_eval.compare_store import (
     relative_run_dir,
     run_dir_of,
 )
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
@@ -97,7 +98,7 @@ def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_bud
 
 def target_key(profile: Profile) -> dict[str, Any]:
     """What identifies a target for reuse: the server at a URL, or a profile's result-relevant fields."""
-    if profile.engine == "external":
+    if not launched(profile):
         return {"base_url": (profile.base_url or "").rstrip("/"), "model": profile.served_model_name}
     return profile.model_dump(mode="json", exclude=set(_IRRELEVANT_PROFILE_FIELDS))
 
@@ -269,7 +270,7 @@ def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
 
 def all_live(planned: Sequence[PlannedVariant]) -> bool:
     """Every variant is a running server (nothing to launch): their requests can be interleaved."""
-    return all(p.profile.engine == "external" for p in planned)
+    return not any(launched(p.profile) for p in planned)
 
 
 def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | None) -> bool:

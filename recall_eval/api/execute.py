@@ -29,6 +29,7 @@ from recall_eval.calibration import (
 )
 from recall_eval.chat_client import ChatClient
 from recall_eval.connect import connect
+from recall_eval.engines import launched
 from recall_eval.errors import UserError
 from recall_eval.http_client import RunClient, make_http_client
 from recall_eval.indexer_capture import IndexerCapture, open_capture
@@ -127,7 +128,7 @@ async def prepared_sweep(
     urls = target_urls(profile, target.base_url) if profile is not None else [server_root(target.base_url)]
     shown_url = without_userinfo(urls[0])
     adaptations = run_adaptations(store, hooks)
-    given = (profile.base_url if profile is not None and profile.engine == "external" else None) or ""
+    given = (profile.base_url if profile is not None and not launched(profile) else None) or ""
     if given and given.rstrip("/") != urls[0]:
         adapted_line = (
             f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."

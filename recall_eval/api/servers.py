@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recall_eval.api.options import DEFAULT_PROFILE, TargetOptions
+from recall_eval.errors import BadInput
 from recall_eval.store import runs_home
 from recall_eval.types import Profile
 
@@ -78,6 +79,7 @@ def plan(
 ) -> Plan:
     """Index-key bytes and KV pool capacity of the profile's model at fp8 / fp4 / bf16 index keys.
     The target's context_length is the sequence length to fit (default: the profile's)."""
+    from launchers.kinds import kind_of
     from launchers.planner import make_plan
 
     target = target or TargetOptions()
@@ -87,8 +89,12 @@ def plan(
         model_path=target.model_path,
         profiles_file=target.profiles_file,
     )
+    resolved = resolve(profile, overrides)
+    refusal = kind_of(resolved).plan_refusal(resolved)
+    if refusal is not None:
+        raise BadInput(refusal)
     return make_plan(
-        resolve(profile, overrides),
+        resolved,
         context_length=target.context_length,
         gpu_mem_gib=gpu_mem_gib,
         weights_gib=weights_gib,
@@ -104,6 +110,6 @@ def profiles(profiles_file: Path | None = None) -> dict[str, Profile]:
 
 def profile_commands(profile: Profile) -> list[LaunchSpec]:
     """The processes a profile starts (argv, env, URL); BadInput when it cannot be launched."""
-    from launchers.argv import build_command
+    from launchers.kinds import build_command
 
     return build_command(profile)

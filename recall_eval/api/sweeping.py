@@ -36,6 +36,7 @@ from recall_eval.api.options import (
 from recall_eval.api.records import RunRecord
 from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.frame import check_scoring
@@ -167,7 +168,7 @@ def build_profile(target: TargetOptions) -> Profile:
 
 def with_capture(profile: Profile, capture: bool) -> Profile:
     """A launched server must be started with --enable-return-indexer-topk to return selections."""
-    if not capture or profile.engine == "external":
+    if not capture or not launched(profile):
         return profile
     if profile.pd:
         raise BadInput(
@@ -214,7 +215,7 @@ def check_lengths_of(spec: RunSpec) -> None:
 def check_target(profile: Profile, request: RequestOptions) -> None:
     """An external server must answer; a profile to launch must pass the preflight (engine importable
     by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure."""
-    if profile.engine == "external":
+    if not launched(profile):
         check_reachable(profile, request)
         return
     from launchers.preflight import require_preflight

@@ -15,6 +15,7 @@ from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import RequestOptions
 from recall_eval.auth_input import auth_of
 from recall_eval.connect import probe_replicas
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput
 from recall_eval.http_client import make_http_client
 from recall_eval.server_url import server_root
@@ -36,7 +37,7 @@ class Target:
 @contextmanager
 def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
-    if profile.engine == "external":
+    if not launched(profile):
         assert profile.base_url is not None
         yield Target(base_url=server_root(profile.base_url), model=profile.served_model_name)
         return
@@ -71,7 +72,7 @@ def request_auth(request: RequestOptions | None) -> ServerAuth:
 def target_urls(profile: Profile, base_url: str) -> list[str]:
     """Every endpoint serving the variant: the target's URL, then an external profile's replicas, each
     as its server root (recall_eval.server_url: a trailing /v1 or slash dropped)."""
-    urls = [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+    urls = [base_url] if launched(profile) else [base_url, *profile.replica_base_urls]
     return [server_root(url) for url in urls]
 
 

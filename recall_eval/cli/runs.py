@@ -14,6 +14,7 @@ from rich.text import Text
 
 from recall_eval import api
 from recall_eval.cli.app import app
+from recall_eval.engines import launched
 from recall_eval.formatting import percent, score_points
 from recall_eval.store import runs_home
 from recall_eval.target_facts import target_facts
@@ -93,7 +94,7 @@ def compare_json(entry: CompareEntry) -> dict[str, Any]:
 def _run_row(record: api.RunRecord) -> list[str]:
     target = _target(record)
     profile = target["profile"] or "-"
-    if target["engine"] == "external":
+    if record.profile is not None and not launched(record.profile):  # a running server: named by its URL
         profile = target["base_url"] or "external"
     topk = target["index_topk"]
     passes, answered, score = record.passes, record.answered, record.score

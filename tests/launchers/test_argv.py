@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from launchers.argv import BF16_INDEX_K_ENV, BF16_PATCH_DIR, LaunchSpec, build_command
+from launchers.argv import BF16_INDEX_K_ENV, BF16_PATCH_DIR, LaunchSpec
 from launchers.argv.sglang import FP4_INDEXER_FLAG
+from launchers.kinds import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from recall_eval.errors import BadInput
 from recall_eval.types import PDPart, Profile
@@ -114,7 +115,7 @@ def test_reference_profile_and_its_refusals(profiles):
     assert flag_value(spec.argv, "--memory-limit-gb") == "2.5"
     assert json.loads(flag_value(spec.argv, "--json-model-override-args")) == {"index_topk": 64}
     for overrides, message in [
-        ({"index_k_dtype": "fp4"}, "not fp4"),
+        ({"index_k_dtype": "fp4"}, "cannot launch index_k_dtype fp4"),
         ({"tp": 2}, "tp must be 1"),
         ({"page_size": 64}, "page_size"),
     ]:
