@@ -167,6 +167,7 @@ def apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
         ]
         raise BadInput(f"profile {profile.name!r}: {'; '.join(wrong) or _one_line(err)}") from err
     check_profile(updated, where=f"profile {profile.name!r} with overrides")
+    kind_of(updated).check_precision(updated, where=f"profile {profile.name!r}")
     return updated
 
 

@@ -1,7 +1,7 @@
 """The registry of server kinds: one typed object per engine (as inspect_ai registers model providers).
 
     kind = kind_of(profile)              # the profile's ServerKind
-    kind.check(profile, where)           # its fields, precisions, parts
+    kind.check(profile, where)           # its fields and parts; kind.check_precision(profile, where)
     kind.build(profile)                  # its processes: argv + env, pure
     kind.probe(url, model), kind.preflight(profile, specs, full), kind.log_secrets(spec), kind.plan_refusal(profile)
 
@@ -35,6 +35,7 @@ def build_command(profile: Profile) -> list[LaunchSpec]:
     Starts nothing and reads nothing but the profile (every argv is testable without a GPU)."""
     kind = kind_of(profile)
     kind.check(profile, f"profile {profile.name!r}")
+    kind.check_precision(profile, f"profile {profile.name!r}")
     return kind.build(profile)
 
 

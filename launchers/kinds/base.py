@@ -58,7 +58,7 @@ class ServerKind:
         return ENGINES[self.name]
 
     def check(self, profile: Profile, where: str) -> None:
-        """Rules a field's type cannot express: only its own fields set, a precision it can launch."""
+        """Rules a field's type cannot express, checked when a profile is read: only its own fields set."""
         defaults = Profile.model_fields
         foreign = sorted(
             name
@@ -67,6 +67,10 @@ class ServerKind:
         )
         if foreign:
             raise BadInput(f"{where}: engine {self.name} does not take {', '.join(foreign)}; drop them")
+
+    def check_precision(self, profile: Profile, where: str) -> None:
+        """An index-key precision it can launch; checked when a profile is chosen (with its overrides)
+        or built, so that `profiles` still lists one it cannot launch, saying why."""
         if "index_k_dtype" in self.fields and profile.index_k_dtype not in self.index_k_dtypes:
             raise BadInput(
                 f"{where}: engine {self.name} cannot launch index_k_dtype {profile.index_k_dtype} "

@@ -113,3 +113,16 @@ def profile_commands(profile: Profile) -> list[LaunchSpec]:
     from launchers.kinds import build_command
 
     return build_command(profile)
+
+
+def kind_line(profile: Profile) -> str:
+    """What the profile's server kind launches and how (launchers/kinds), in one line for `profiles`."""
+    from launchers.kinds import kind_of
+
+    kind = kind_of(profile)
+    parts = [f"index keys: {', '.join(kind.index_k_dtypes)}"]
+    if kind.topk_setting:
+        parts.append(f"index_topk via {kind.topk_setting}")
+    if kind.length_endpoint:
+        parts.append(f"lengths from {kind.length_endpoint}")
+    return "; ".join(parts)

@@ -46,6 +46,8 @@ def profiles(
         out.print(f"  {settings}", markup=False)
         if not launched(profile):
             out.print(f"  no process: requests go to {profile.base_url}", markup=False)
+        else:
+            out.print(f"  {servers.kind_line(profile)}", markup=False)
         try:
             specs = servers.profile_commands(profile)
         except BadInput as err:

@@ -13,7 +13,7 @@ import pytest
 
 from launchers.argv.vllm import VLLM_SERVER_MODULE
 from launchers.kinds import KINDS, build_command, kind_of
-from launchers.kinds.vllm import interpreter_of
+from launchers.kinds.vllm import interpreter_of, serve_args, vllm_refusals
 from launchers.profiles import apply_overrides, load_profiles
 from recall_eval.engines import ENGINES
 from recall_eval.errors import BadInput
@@ -120,3 +120,46 @@ def test_plan_knows_which_memory_models_it_holds():
     assert KINDS["sglang"].plan_refusal(profiles["dsv32"]) is None
     line = KINDS["vllm"].plan_refusal(profiles["dsv32-vllm"])
     assert line is not None and "gpu_memory_utilization" in line and "\n" not in line
+
+
+@pytest.mark.vllm
+def test_vllm_argv_parsed_by_vllms_own_parser():
+    """Every shipped vLLM profile's argv, as its program and as its interpreter, with overrides,
+    accepted by vLLM 0.32's own `serve` parser and validation; a flag vLLM lacks and a KV-cache
+    dtype it does not know refused in vLLM's words (one import of vLLM for all of them)."""
+    from tests.prerequisites import vllm_executable
+
+    python = interpreter_of(vllm_executable())
+    assert python is not None
+    profiles = load_profiles()
+    good = []
+    for name in ("dsv32-vllm", "dsv32-vllm-dp"):
+        for executable in ("vllm", python):
+            profile = apply_overrides(
+                profiles[name], {"executable": executable, "index_topk": 1024, "context_length": 8192}
+            )
+            good.append(serve_args(build_command(profile)[0]))
+    base = apply_overrides(profiles["dsv32-vllm"], {"executable": python})
+    bad = [
+        serve_args(build_command(base.model_copy(update={"extra_args": ("--no-such-flag",)}))[0]),
+        serve_args(build_command(base.model_copy(update={"kv_cache_dtype": "int3"}))[0]),
+    ]
+    refusals = vllm_refusals(python, tuple(good + bad))
+    assert refusals[: len(good)] == (None,) * len(good)
+    assert refusals[-2] is not None and "unrecognized arguments: --no-such-flag" in refusals[-2]
+    assert refusals[-1] is not None and "--kv-cache-dtype: invalid choice: 'int3'" in refusals[-1]
+
+
+def test_plan_and_compare_of_a_vllm_profile_refuse_in_one_line():
+    """The CLI, as a user runs it: `plan` of a vLLM profile and `compare fp8 bf16` on one, exit 2, one
+    line each, nothing started."""
+    from tests.e2e.cli import error_lines, run_cli
+
+    plan = run_cli("plan", "dsv32-vllm")
+    assert plan.returncode == 2, plan.stderr
+    (line,) = error_lines(plan)
+    assert "engine vllm" in line and "gpu_memory_utilization" in line
+    compare = run_cli("compare", "fp8", "bf16", "--profile", "dsv32-vllm", "--lengths", "338")
+    assert compare.returncode == 2, compare.stderr
+    (line,) = error_lines(compare)
+    assert "cannot launch index_k_dtype bf16" in line and "no flag" in line
