@@ -36,12 +36,12 @@ def build(out: Path) -> None:
     tokenizer.save_pretrained(out)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
+        hidden_size=128,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
+        head_dim=32,  # vLLM's CPU attention takes head sizes 32 to 512, not 16
         max_position_embeddings=MAX_POSITIONS,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

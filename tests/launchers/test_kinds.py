@@ -163,3 +163,16 @@ def test_plan_and_compare_of_a_vllm_profile_refuse_in_one_line():
     assert compare.returncode == 2, compare.stderr
     (line,) = error_lines(compare)
     assert "cannot launch index_k_dtype bf16" in line and "no flag" in line
+
+
+def test_vllm_preflight_names_a_missing_vllm(tmp_path):
+    """A profile whose executable is not there: one preflight line naming it and how to install vLLM."""
+    from launchers.preflight import preflight
+
+    missing = str(tmp_path / "venv" / "bin" / "vllm")
+    profile = Profile(name="v", engine="vllm", model_path="org/model", executable=missing, port=0)
+    failures = preflight(profile.model_copy(update={"port": 39999}))
+    assert failures == [
+        f"{missing} not found (the profile's executable names vLLM's program); install vLLM in its own venv "
+        "(python3 -m venv V && V/bin/pip install vllm) and set executable"
+    ]
