@@ -17,7 +17,7 @@ class ReferenceKind(ServerKind):
     fields = DSA_FIELDS | {"max_total_tokens", "memory_limit_gb", "enable_return_indexer_topk", "pd"}
     # the precisions its index-key store implements (launchers/reference): one entry per precision
     index_k_dtypes = ("fp8", "bf16")
-    precision_refusal = "the reference engine stores index keys in fp8 or bf16 only"
+    precision_refusal = "its index-key store (launchers/reference) implements no other"
     topk_setting = "--json-model-override-args {index_topk: N} (SGLang's flag)"
     length_endpoint = "server:/v1/tokenize"
     import_to_check = False  # our own engine: finding it is enough (importing it costs torch's start-up)
