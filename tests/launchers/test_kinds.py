@@ -176,3 +176,27 @@ def test_vllm_preflight_names_a_missing_vllm(tmp_path):
         f"{missing} not found (the profile's executable names vLLM's program); install vLLM in its own venv "
         "(python3 -m venv V && V/bin/pip install vllm) and set executable"
     ]
+
+
+def test_vllm_log_lines_are_masked_by_its_kind(tmp_path):
+    """vLLM 0.32 logs its arguments as a dict (`'api_key': ['KEY']`): the vllm kind's secrets of its
+    argv mask that line as the log is written."""
+    import os
+
+    from launchers.log_mask import MaskedLog
+    from recall_eval.redact import MASK
+
+    key = "sk-vllm-key-5e1b"
+    profile = Profile(name="v", engine="vllm", model_path="/m", extra_args=("--api-key", key))
+    (spec,) = build_command(profile)
+    secrets = kind_of(profile).log_secrets(spec.argv, spec.merged_env({"HF_TOKEN": "hf_tokenvalue"}))
+    assert secrets == sorted([key, "hf_tokenvalue"])
+    log_path = tmp_path / "server-main.log"
+    read_end, write_end = os.pipe()
+    masked = MaskedLog(read_end, log_path, secrets)
+    line = f"(APIServer pid=1) INFO [api_utils.py:286] non-default args: {{'model': '/m', 'api_key': ['{key}']}}\n"
+    os.write(write_end, line.encode())
+    os.close(write_end)
+    masked.wait()
+    text = log_path.read_text()
+    assert key not in text and MASK in text and "non-default args" in text
