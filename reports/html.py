@@ -13,6 +13,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
+from recall_eval.engines import launched
 from recall_eval.formatting import percent, rate, seconds, tokens, utc
 from recall_eval.frame import frame_of, headline_frame
 from recall_eval.scoring import budget_eaten_by_reasoning
@@ -130,7 +131,7 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
             index_topk=facts.shown("index_topk"),
             port=facts.shown("port"),
         )
-        if run.profile.engine == "external":  # launch settings (tp, host, ...) a running server never had
+        if not launched(run.profile):  # launch settings (tp, host, ...) a running server never had
             dumped = {k: v for k, v in dumped.items() if k in _EXTERNAL_FIELDS}
         profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
     versions = [(k, str(v)) for k, v in sorted(run.versions.items())]

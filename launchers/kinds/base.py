@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from launchers.argv.spec import LaunchSpec
+from launchers.cell_plan import not_planned
 from launchers.log_mask import launch_secrets
 from launchers.readiness import Probe
 from recall_eval.engines import ENGINES, EngineFacts
 from recall_eval.errors import BadInput
+from recall_eval.study_store import CellPlan
 from recall_eval.types import Engine, IndexKDtype, Profile
 
 # Fields every kind takes: naming, where it listens, what is added to its command and environment.
@@ -101,6 +103,10 @@ class ServerKind:
         """Values its server log must never show (masked as the log is written): secret-named flags'
         and environment variables' values."""
         return launch_secrets(argv, env)
+
+    def plan_cell(self, profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
+        """A study cell's memory plan before launch (launchers/cell_plan.py); not planned by default."""
+        return not_planned(profile, prompt_tokens, answer_tokens)
 
     def plan_refusal(self, profile: Profile) -> str | None:
         """None when `plan` knows this engine's memory model; else the one line that says why not."""

@@ -7,8 +7,10 @@ from typing import ClassVar
 from launchers.argv.reference import reference_spec, reference_worker_specs
 from launchers.argv.router import router_spec
 from launchers.argv.spec import LaunchSpec
+from launchers.cell_plan import plan_reference
 from launchers.kinds.base import DSA_FIELDS, ServerKind, check_parts
 from recall_eval.errors import BadInput
+from recall_eval.study_store import CellPlan
 from recall_eval.types import Engine, Profile
 
 
@@ -30,6 +32,9 @@ class ReferenceKind(ServerKind):
             )
         check_parts(profile, where)
         super().check(profile, where)
+
+    def plan_cell(self, profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
+        return plan_reference(profile, prompt_tokens, answer_tokens)
 
     def build(self, profile: Profile) -> list[LaunchSpec]:
         if profile.pd:  # data-parallel reference workers behind sglang_router

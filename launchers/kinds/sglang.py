@@ -8,7 +8,9 @@ from typing import ClassVar
 from launchers.argv.router import router_spec
 from launchers.argv.sglang import pd_server_specs, single_server_spec
 from launchers.argv.spec import LaunchSpec
+from launchers.cell_plan import plan_sglang
 from launchers.kinds.base import DSA_FIELDS, ServerKind, check_parts
+from recall_eval.study_store import CellPlan
 from recall_eval.types import Engine, Profile
 
 
@@ -29,6 +31,9 @@ class SglangKind(ServerKind):
     def check(self, profile: Profile, where: str) -> None:
         check_parts(profile, where)
         super().check(profile, where)
+
+    def plan_cell(self, profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
+        return plan_sglang(profile, prompt_tokens, answer_tokens)
 
     def build(self, profile: Profile) -> list[LaunchSpec]:
         if profile.pd:
