@@ -3,7 +3,8 @@
     kind = kind_of(profile)              # the profile's ServerKind
     kind.check(profile, where)           # its fields and parts; kind.check_precision(profile, where)
     kind.build(profile)                  # its processes: argv + env, pure
-    kind.probe(url, model), kind.preflight(profile, specs, full), kind.log_secrets(spec), kind.plan_refusal(profile)
+    kind.probe(url, model), kind.preflight(profile, specs, full), kind.log_secrets(argv, env),
+    kind.plan_refusal(profile), kind.plan_cell(profile, prompt_tokens, answer_tokens)
 
 Every decision that depends on the engine is a method or attribute of its kind; nothing outside this
 package tests an engine by its name. The core's own facts per engine (is it launched?) are
