@@ -31,7 +31,9 @@ _ASSIGNMENT = re.compile(
     r"(?<![\w.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=|:(?!//))\s*['\"]?)(?P<value>[^\s'\",;&?(){}\[\]]+)"
 )
 # a flag starts a word of a command line: "1000-token target" and "the api-key header" are prose
-_FLAG_WITH_VALUE = re.compile(r"(?<![^\s'\"(\[,=])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)")
+_FLAG_WITH_VALUE = re.compile(
+    r"(?<![^\s'\"(\[,=])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)"
+)
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MIN_SECRET_LEN = 4  # shorter "secrets" would mask ordinary text
 
