@@ -37,7 +37,13 @@ from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME, CountingFailed, TiktokenTokenizer, TokenCounter
+from recall_eval.tokenization import (
+    SERVER_TOKENIZER_NAME,
+    CountingFailed,
+    TiktokenTokenizer,
+    TokenCounter,
+    answer_counter,
+)
 from recall_eval.transport import ServerAuth
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec
 
@@ -254,6 +260,7 @@ async def prepared_sweep(
             hooks=runner_hooks,
             capture=capture,
             replicas=connection.replicas,
+            answer_counter=answer_counter(tokenizer),
         )
         yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, done), progress)
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of, headline_frame, planned_cases
+from recall_eval.frame import frame_of, headline_frame, planned_cases, without_baselines
 from recall_eval.stats import recall_table, score_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -80,7 +80,7 @@ class RunRecord:
     def _recall_row(self) -> pd.Series:
         """The stats.recall_table row of the pass/miss suites' cases: a scored suite's cases (a metric
         grades them in [0, 1]) have a score, not a pass (see `score`)."""
-        frame = self.frame
+        frame = without_baselines(self.frame)  # a no-context baseline is shown beside, never pooled
         plain = frame[frame["metric"].isna()] if "metric" in frame else frame
         return recall_table(plain).iloc[0]
 
@@ -105,7 +105,7 @@ class RunRecord:
     @property
     def score(self) -> float | None:
         """Mean score of the scored suites' answered cases (stats.score_table); None without any."""
-        frame = self.frame
+        frame = without_baselines(self.frame)
         if "metric" not in frame or not frame["metric"].notna().any():
             return None
         value = score_table(frame[frame["metric"].notna()]).iloc[0]["score"]
