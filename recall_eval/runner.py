@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from recall_eval.calibration import tolerance
+from recall_eval.calibration import OFF_TARGET, tolerance
 from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
@@ -234,9 +234,13 @@ class Runner:
             server_prompt_tokens_source=source,
             length_error_tokens=off,
             # a case sent as it is (a prepared file's row, a no-context baseline) has no length to be off
-            length_off_target=off is not None
-            and abs(off) > tolerance(case.target_tokens)
-            and case.params.get("grid") not in ("none", "baseline"),
+            # calibration could not reach the target within tolerance (params["off_target"] says why)
+            length_off_target=bool(case.params.get(OFF_TARGET))
+            or (
+                off is not None
+                and abs(off) > tolerance(case.target_tokens)
+                and case.params.get("grid") not in ("none", "baseline")
+            ),
             endpoint=endpoint,
             max_tokens=self._budget(case),
         )

@@ -22,6 +22,7 @@ from recall_eval.api.targets import Target, open_target, request_auth, target_ur
 from recall_eval.api.versions import versions
 from recall_eval.calibration import (
     DEFAULT_TOKENS_PER_WORD,
+    OFF_TARGET,
     CalibrationCache,
     Calibrator,
     UntrustedCounts,
@@ -225,6 +226,15 @@ async def prepared_sweep(
                 fits, only=to_calibrate, on_done=progress.calibrated
             )
         cache.save(store.path)
+        off = [case for case in calibrated if case.params.get(OFF_TARGET)]
+        if off:
+            hooks.note(
+                f"{len(off)} case{'' if len(off) == 1 else 's'} could not reach the target length within "
+                f"tolerance and {'is' if len(off) == 1 else 'are'} sent at the nearest length, flagged off "
+                f"target (the others keep exact lengths); e.g. {off[0].suite} at {off[0].target_tokens}: "
+                f"{off[0].params[OFF_TARGET]}",
+                level="warning",
+            )
         refused = sum(case.too_long is not None for case in calibrated)
         if refused:
             adaptations.note(
