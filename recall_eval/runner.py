@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from recall_eval.adaptations import TOKEN_COUNTS
 from recall_eval.calibration import OFF_TARGET, tolerance
 from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
@@ -314,7 +315,7 @@ class Runner:
             else "prompt lengths are its usage counts"
         )
         self.hooks.on_adapted(
-            "token_counts",
+            TOKEN_COUNTS,
             f"the server streams no usage.completion_tokens: completion tokens are its tokenizer's count of each "
             f"answer (not streamed chunks); {prompt} (results: completion_tokens_source, "
             "server_prompt_tokens_source)",
