@@ -235,11 +235,13 @@ class ExtrasTokenizer(_ServerCounter):
 
     async def _learn_template(self) -> tuple[float, float]:
         if self._template is None:
+            probes = (_PROBE, _PROBE_TURNS)
+            # the endpoint first: a server without it costs no usage request
+            texts = [len(await self._text_ids(self._text(probe))) for probe in probes]
             usage = UsageTokenizer(self.endpoint, self.http, self.knobs)
-            counts = []
-            for probe in (_PROBE, _PROBE_TURNS):
-                served = await usage.count_messages(probe)
-                counts.append(served - len(await self._text_ids(self._text(probe))))
+            counts = [
+                await usage.count_messages(probe) - text for probe, text in zip(probes, texts, strict=True)
+            ]
             per_message = (counts[1] - counts[0]) / (len(_PROBE_TURNS) - len(_PROBE))
             self._template = (counts[0] - per_message * len(_PROBE), per_message)
         return self._template
