@@ -258,6 +258,15 @@ class RequestOptions:
         default_text=f"{_spec_default('request_timeout_s'):g}",
         above=0,
     )
+    probe_timeout_s: float | None = option(
+        "--probe-timeout",
+        "seconds a server may take to answer GET /v1/models before the run starts (a gateway or a "
+        "server still loading may need more)",
+        cli=float,
+        default=10.0,  # recall_eval.server_probe.PROBE_WAIT_S (not imported: --help stays free of httpx)
+        default_text="10",
+        above=0,
+    )
     retries: int | None = option(
         "--retries",
         "times a case's request is retried after a transient failure (429, 502, 503, 504, a dropped "

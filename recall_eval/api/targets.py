@@ -12,7 +12,7 @@ from typing import Any
 
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks
-from recall_eval.api.options import RequestOptions
+from recall_eval.api.options import DEFAULT_REQUEST, RequestOptions
 from recall_eval.auth_input import auth_of
 from recall_eval.connect import probe_replicas
 from recall_eval.errors import BadInput
@@ -68,6 +68,12 @@ def request_auth(request: RequestOptions | None) -> ServerAuth:
     return dataclasses.replace(auth, verify=verify)
 
 
+def probe_wait_s(request: RequestOptions | None) -> float:
+    """How long /v1/models may take to answer (--probe-timeout, else its declared default)."""
+    given = request.probe_timeout_s if request is not None else None
+    return given if given is not None else float(DEFAULT_REQUEST.probe_timeout_s or 10.0)
+
+
 def target_urls(profile: Profile, base_url: str) -> list[str]:
     """Every endpoint serving the variant: the target's URL, then an external profile's replicas, each
     as its server root (recall_eval.server_url: a trailing /v1 or slash dropped)."""
@@ -82,6 +88,6 @@ def check_reachable(profile: Profile, request: RequestOptions | None = None) -> 
     async def probe() -> None:
         async with make_http_client(request_auth(request)) as http:
             urls = target_urls(profile, profile.base_url or "")
-            await probe_replicas(urls, http, profile.served_model_name)
+            await probe_replicas(urls, http, profile.served_model_name, wait_s=probe_wait_s(request))
 
     event_loop.run(probe())
