@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.frame import check_scoring
 from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
+from recall_eval.run_owner import owner_alive
 from recall_eval.store import RUN_FILE, RunStore, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, Run, RunSpec
@@ -342,6 +344,17 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
     if knobs:
         raise BadInput(f"--resume keeps the run's own request knobs: drop {', '.join(knobs)}")
     store = RunStore.open(run_dir)
+    owner = store.run.owner
+    if (
+        store.run.status == "running"
+        and owner is not None
+        and owner.pid != os.getpid()
+        and owner_alive(owner)
+    ):
+        raise UserError(
+            f"--resume {run_dir}: the run is still running (pid {owner.pid}); wait for it, or stop it "
+            f"(Ctrl-C there, or kill -INT {owner.pid}) and resume then"
+        )
     profile = store.run.profile
     if profile is None:
         raise UserError(f"{run_dir}/run.json has no profile; it cannot be resumed")

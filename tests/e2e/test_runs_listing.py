@@ -43,7 +43,8 @@ def _wait_for_owner(home: Path, timeout_s: float = 240) -> Path:
 
 def test_a_killed_harness_leaves_its_run_interrupted_not_running(slow_server, tmp_path):
     """SIGKILL mid-run: run.json still says running, but its owner (pid + start time) is gone, so `runs`
-    shows `interrupted (no process)` (table and --json); a live harness's run stays `running`."""
+    shows `interrupted (no process)` (table and --json); a live harness's run stays `running`, and a
+    second process may not resume it meanwhile."""
     home = tmp_path / "runs"
     argv = cli_argv(
         "sweep", "--base-url", slow_server.base_url, "--lengths", "200", "--depths", "0..100:6",
@@ -56,6 +57,8 @@ def test_a_killed_harness_leaves_its_run_interrupted_not_running(slow_server, tm
         run_dir = _wait_for_owner(home)
         live = json.loads(run_cli("runs", "--json", home=home).stdout)["runs"][0]
         assert live["status"] == live["status_now"] == "running", live
+        second = run_cli("sweep", "--resume", str(run_dir), home=home)  # two writers of one run: refused
+        assert second.returncode == 1 and f"still running (pid {harness.pid})" in second.stderr, second.stderr
         harness.send_signal(signal.SIGKILL)
         harness.wait(timeout=30)
     finally:

@@ -42,9 +42,9 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def _results() -> list[Result]:
+def _results(tasks: tuple[str, ...] = TASKS) -> list[Result]:
     results = []
-    for task in TASKS:
+    for task in tasks:
         scored = task not in ("niah_single_1",)  # RULER scores every task; one pass/miss for the mix
         for index, length in enumerate(LENGTHS):
             for depth in (0.0, 50.0, 100.0) if task.startswith("niah") else (50.0,):
@@ -81,9 +81,11 @@ def _results() -> list[Result]:
     return results
 
 
-def _wide_run(root: Path, status: str = "finished", keep: int | None = None) -> Path:
-    results = _results()
-    spec = RunSpec(suites=TASKS, lengths=LENGTHS, depths=(0.0, 50.0, 100.0), trials=1)
+def _wide_run(
+    root: Path, status: str = "finished", keep: int | None = None, tasks: tuple[str, ...] = TASKS
+) -> Path:
+    results = _results(tasks)
+    spec = RunSpec(suites=tasks, lengths=LENGTHS, depths=(0.0, 50.0, 100.0), trials=1)
     run = Run(
         run_id=f"ruler-mrcr-{status}", spec=spec, status=status, created_at=1_700_000_000.0,
         profile=Profile(name="reference", engine="reference", index_k_dtype="fp8"),
@@ -138,3 +140,12 @@ def test_many_suites_share_one_caption_and_an_interrupted_run_says_of_how_many(t
     assert doc.by_id("cases-stored").text == "60" and doc.by_id("cases-planned").text == str(len(_results()))
     assert "interrupted" in banner and "planned" in banner
     _screenshot(report, tmp_path, 1400, "interrupted-report")
+
+
+def test_an_interrupted_pass_miss_runs_cases_card_says_of_how_many_planned(tmp_path):
+    report = (
+        _wide_run(tmp_path / "runs", status="interrupted", keep=5, tasks=("niah_single_1",)) / "report.html"
+    )
+    doc = parse(report.read_text(encoding="utf-8"))
+    assert doc.by_id("summary-cases").attrs["data-cases"] == "5"
+    assert doc.by_id("summary-planned").text == "of 12 planned"
