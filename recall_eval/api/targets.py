@@ -15,8 +15,9 @@ from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import DEFAULT_REQUEST, RequestOptions
 from recall_eval.auth_input import auth_of
 from recall_eval.connect import probe_replicas
-from recall_eval.errors import BadInput
+from recall_eval.errors import BadInput, UserError
 from recall_eval.http_client import make_http_client
+from recall_eval.redact import Redactor
 from recall_eval.server_url import server_root
 from recall_eval.transport import ServerAuth, tls_verify
 from recall_eval.types import Profile, ServerHandle
@@ -85,9 +86,19 @@ def check_reachable(profile: Profile, request: RequestOptions | None = None) -> 
     """Fail before running anything when an external server (any replica) cannot be reached, lacks
     the model, or refuses the key."""
 
+    auth = request_auth(request)
+
     async def probe() -> None:
-        async with make_http_client(request_auth(request)) as http:
+        async with make_http_client(auth) as http:
             urls = target_urls(profile, profile.base_url or "")
             await probe_replicas(urls, http, profile.served_model_name, wait_s=probe_wait_s(request))
 
-    event_loop.run(probe())
+    try:
+        event_loop.run(probe())
+    except UserError as err:  # it may quote the server, which may echo the key it refused
+        masked = Redactor(auth.secrets()).values_only(str(err))
+        if masked != str(err):
+            raise (
+                BadInput(masked) if isinstance(err, BadInput) else UserError(masked, err.exit_code)
+            ) from None
+        raise

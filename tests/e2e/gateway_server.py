@@ -56,7 +56,7 @@ SQUID_407 = """<!DOCTYPE html>
 """
 LITELLM_BAD_KEY = {
     "error": {
-        "message": "Authentication Error, Invalid proxy server token passed. Received API Key = sk-...7890",
+        "message": "Authentication Error, Invalid proxy server token passed. Received API Key = {key}",
         "type": "auth_error",
         "param": "None",
         "code": "400",
@@ -64,15 +64,16 @@ LITELLM_BAD_KEY = {
 }
 
 
-def models_refusal(status: int, kind: str) -> Response:
+def models_refusal(status: int, kind: str, key: str = "") -> Response:
     if kind == "nginx":
         return HTMLResponse(NGINX_502, status_code=status)
     if kind == "squid":
         return HTMLResponse(
             SQUID_407, status_code=status, headers={"Proxy-Authenticate": 'Basic realm="proxy"'}
         )
-    if kind == "litellm":
-        return JSONResponse(LITELLM_BAD_KEY, status_code=status)
+    if kind == "litellm":  # echoes the key it was given, as a careless gateway would
+        error = {**LITELLM_BAD_KEY["error"], "message": LITELLM_BAD_KEY["error"]["message"].format(key=key)}
+        return JSONResponse({"error": error}, status_code=status)
     return PlainTextResponse("upstream refused the request\nsecond line of detail", status_code=status)
 
 
@@ -89,9 +90,10 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
         return {"ok": True}
 
     @app.get("/v1/models")
-    async def models() -> Response:
+    async def models(request: Request) -> Response:
         if opts.models_status:
-            return models_refusal(opts.models_status, opts.models_body)
+            key = request.headers.get("authorization", "").removeprefix("Bearer ")
+            return models_refusal(opts.models_status, opts.models_body, key)
         return JSONResponse({"object": "list", "data": [card]})
 
     @app.post("/v1/tokenize")
