@@ -5,8 +5,10 @@
     2  bad input (options, specs, paths), rejected before any server starts
     3  finished, but no case got an answer from a live model (every outcome an infrastructure one):
        nothing was measured
-    4  finished, recall below --fail-under (overall or for a suite), or (compare --fail-on-regression)
-       a variant significantly worse than the first on the paired cases
+    4  finished, but a gate failed: recall below --fail-under (overall or for a suite), a variant
+       significantly worse than the first on the paired cases (compare --fail-on-regression), a
+       candidate significantly worse than its stored baseline (sweep --baseline), or a study cell
+       significantly worse than the baseline after the Holm correction (recall_eval.study_stats)
     5  finished, but every answer was cut inside the model's reasoning: the answer budget
        (--max-tokens) is too small for a thinking model, nothing about recall was learned
   130  interrupted (Ctrl-C)
@@ -40,6 +42,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ANSWER = 3
+EXIT_CELL_WORSE = 4  # study: a setting lost recall, the same code as every other failed gate
 EXIT_BELOW_GATE = 4
 EXIT_BUDGET_TOO_SMALL = 5
 EXIT_INTERRUPTED = 130
@@ -234,3 +237,22 @@ def compare_verdict(
             return Verdict(code, tuple(lines))
     unmet = [line for ending in endings for line in ending.lines] + [r.line() for r in regressions]
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, tuple(unmet))
+
+
+def study_verdict(
+    cells: Sequence[tuple[str, Iterable[Result]]],
+    worse: Sequence[str],
+    gate: RecallGate | None = None,
+    scoring: str = "lenient",
+) -> Verdict:
+    """The exit code of a study that finished: 3 when a cell is significantly worse than the baseline
+    after correction (`worse`: one line each), else 4 for each cell below --fail-under (a cell with no
+    answer from a live model is below any gate), else 0."""
+    if worse:
+        return Verdict(EXIT_CELL_WORSE, tuple(worse))
+    if gate is None:
+        return Verdict(EXIT_OK, ())
+    lines = [
+        line for label, results in cells for line in verdict(results, gate, f"cell {label}, ", scoring).lines
+    ]
+    return Verdict(EXIT_BELOW_GATE if lines else EXIT_OK, tuple(lines))

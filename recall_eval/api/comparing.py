@@ -32,6 +32,7 @@ from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
+from recall_eval.api.run_file import write_config
 from recall_eval.api.sweeping import (
     build_spec,
     check_lengths_of,
@@ -375,13 +376,18 @@ def compare(
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))
     html = write_compare_dir(planned, runs, line, scoring)
+    write_config(html.parent, options)  # the effective configuration, as a run file (secrets left out)
     # the gates judge the compare's headline verdict, whatever a reused run's own report headlines
     runs = [replace(r, run=r.run.model_copy(update={"scoring": scoring})) for r in runs]
     labels = tuple(p.label for p in planned)
-    return CompareRecord(
+    record = CompareRecord(
         path=html.parent,
         report=html,
         labels=labels,
         runs=tuple(runs),
         verdict=gate_compare(labels, runs, gate, options.fail_on_regression),
     )
+    from recall_eval.api.ci_gate import write_compare_ci_files
+
+    write_compare_ci_files(record, options, gate)
+    return record

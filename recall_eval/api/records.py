@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from recall_eval.baseline_gate import ScopeTest
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of, headline_frame, planned_cases
@@ -32,6 +33,8 @@ class RunRecord:
     # a run just made: how a CI job should end (exit code, --fail-under lines); None for a run loaded
     # as it is. A judgement of the run, not part of it: records compare equal without it.
     verdict: Verdict | None = field(default=None, compare=False)
+    # sweep --baseline: each suite (and pooled) tested against the baseline (recall_eval.baseline_gate)
+    baseline_tests: tuple[ScopeTest, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:
@@ -142,6 +145,29 @@ class CompareRecord:
     def verdict_text(self) -> str:
         """The compare report's verdict paragraph."""
         return str(json.loads((self.path / "compare.json").read_text(encoding="utf-8")).get("verdict", ""))
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study directory: every cell's run (cells not launched have none) and the family's figures as
+    frames (recall_eval.study_stats.StudyNumbers: cells, tests, lengths, misses)."""
+
+    path: Path  # runs/study-<id>
+    report: Path  # study.html
+    baseline: str  # the baseline cell's label
+    labels: tuple[str, ...]  # every cell, in order (launched or not)
+    runs: dict[str, RunRecord]  # label -> run, for the cells that ran
+    cells: pd.DataFrame  # one row per cell that ran: recall, interval, effective length, speed, memory, p
+    tests: pd.DataFrame  # one row per cell x scope (pooled, suite:, length:): McNemar raw and Holm-adjusted p
+    lengths: pd.DataFrame  # one row per cell x length: recall with its Wilson interval
+    misses: pd.DataFrame  # one row per cell x length x depth
+    recommendation: str  # the stated answer
+    verdict: Verdict = Verdict(EXIT_OK, ())
+
+    @property
+    def study(self) -> dict:
+        """study.json as stored (manifest, plans, numbers, recommendation)."""
+        return dict(json.loads((self.path / "study.json").read_text(encoding="utf-8")))
 
 
 class RunStopped(UserError):
