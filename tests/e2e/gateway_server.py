@@ -5,8 +5,9 @@
   --models-body KIND         nginx: nginx's HTML 502 page (11 lines); litellm: LiteLLM's JSON refusal of a
                              bad key; squid: a proxy's HTML 407 page; text: two lines of plain text
   --card JSON                fields merged into the one model card (e.g. '{"max_input_tokens": 500}')
-  --die-after N              the process exits (os._exit) right after answering its Nth chat request:
-                             from then on every connection is refused
+  --die-after N              the process exits (os._exit) right after answering its Nth chat request
+                             (or on the next request, if that comes first): from then on every
+                             connection is refused
   --answer-delay S           each chat answer starts after S seconds (a run that is slow to finish)
   --hang                     no HTTP at all: connections are accepted (one line each on stdout) and
                              never answered
@@ -103,6 +104,8 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
+        if opts.die_after and answered["chat"] >= opts.die_after:  # a request after the last answer
+            os._exit(0)
         body = await request.json()
         found = CODE.search(str(body["messages"][-1]["content"]))
         answer = found.group() if found else "none"
