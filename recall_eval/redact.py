@@ -80,6 +80,7 @@ SERVER_INFO_FIELDS = frozenset(
         "kv_cache_bytes_per_token",
         "kv_pool_bytes",
         "memory_limit_gb",
+        "fault",
         "memory_limit_bytes",
         "memory_limit_kind",
         "endpoints",

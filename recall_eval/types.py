@@ -239,6 +239,9 @@ class Profile(_Frozen):
     dsa_decode_backend: str | None = None
     memory_limit_gb: float | None = None  # reference engine only: a real cap on the process's memory
     enable_return_indexer_topk: bool = False
+    # reference engine only: a planted indexer-kernel bug (launchers/reference/faults.py), to show that a
+    # gate catches it; None (no fault) unless a profile or a compare variant (fault=NAME) sets one
+    fault: str | None = None
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = 900.0

@@ -59,6 +59,11 @@ def run_recorded(
     auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
     claim_run(store)
+    if profile.fault is not None:  # said before anything starts, and kept in run.json's profile
+        hooks.note(
+            f"planted fault {profile.fault} is on: this server is broken on purpose (a gate's own test)",
+            level="warning",
+        )
     try:
         with open_target(profile, store.path, hooks) as target:
             launched_key = getattr(target.handle, "api_key", None)
