@@ -292,6 +292,15 @@ class RunSpec(_Frozen):
     api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)
 
 
+class RunOwner(_Frozen):
+    """The process that runs (or last ran) a run: pid and start time name one process (a pid alone is
+    reused), on this host (recall_eval.run_owner)."""
+
+    pid: int
+    started_at: float  # the process's start time (epoch seconds, as psutil reports it)
+    host: str
+
+
 class Run(_Frozen):
     """The content of run.json."""
 
@@ -325,6 +334,9 @@ class Run(_Frozen):
     # URL form, a field the server rejected, JSON answers to stream requests, untrusted usage counts,
     # TLS checks off, a thinking budget; reports list them
     adaptations: dict[str, str] = Field(default_factory=dict)
+    # the process running it (set each time a sweep, resume or compare starts running it): a run stored
+    # as running whose owner is gone is shown as `interrupted (no process)`; None in runs written before
+    owner: RunOwner | None = None
 
 
 class Endpoint(_Frozen):

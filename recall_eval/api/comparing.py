@@ -55,6 +55,7 @@ from recall_eval.errors import BadInput, UserError
 from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
+from recall_eval.run_owner import GONE, shown_status
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, Run, RunSpec
@@ -62,7 +63,9 @@ from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, pa
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
-_RESUMABLE = ("interrupted", "failed")  # not "running": another process may still be writing it
+# not "running" while its process runs (it may still be writing it); a running run whose process is gone
+# (recall_eval.run_owner: `interrupted (no process)`) is resumable
+_RESUMABLE = ("interrupted", "failed", GONE)
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def reused_run(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hook
 
 def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hooks) -> RunStore:
     """The latest interrupted or failed match, reopened, else a new run directory."""
-    resumable = [store for store in matches if store.run.status in _RESUMABLE]
+    resumable = [store for store in matches if shown_status(store.run) in _RESUMABLE]
     if resumable:
         store = resumable[-1]
         hooks.note(f"{planned.label}: resuming run {store.run.run_id} ({store.path})")
