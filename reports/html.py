@@ -28,6 +28,8 @@ from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS
 from reports.task_scores import task_table
 
 REPORT_FILE = "report.html"
+# more suites than this (RULER's 11 tasks): small heatmaps side by side under one caption
+GROUPED_HEATMAPS_FROM = 3
 TEMPLATES = Path(__file__).parent / "templates"
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|api[_-]?key|credential", re.IGNORECASE)
 
@@ -76,6 +78,7 @@ def environment() -> Environment:
         INFRA_OUTCOMES=INFRA_OUTCOMES,
         NOT_APPLICABLE_OUTCOMES=NOT_APPLICABLE_OUTCOMES,
         OUTCOME_MEANINGS=OUTCOME_MEANINGS,
+        GROUPED_HEATMAPS_FROM=GROUPED_HEATMAPS_FROM,
     )
     return env
 

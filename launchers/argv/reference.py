@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from launchers.argv.spec import LaunchSpec
+from launchers.reference.faults import check as check_fault
 from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
@@ -20,6 +21,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def _refuse_unsupported(profile: Profile) -> None:
     """What the reference engine cannot do beyond its kind's fields and precisions (launchers/kinds)."""
     where = f"profile {profile.name!r} (engine reference)"
+    try:
+        check_fault(profile.fault, profile.index_k_dtype)
+    except ValueError as err:
+        raise BadInput(f"{where}: {err}") from err
     if profile.tp != 1:
         raise BadInput(f"{where}: the reference engine runs in one process; tp must be 1, got {profile.tp}")
     if {part.role for part in profile.pd} - {"worker", "router"}:
@@ -73,6 +78,8 @@ def reference_spec(profile: Profile) -> LaunchSpec:
     argv += ["--index-k-dtype", profile.index_k_dtype]
     if profile.memory_limit_gb is not None:
         argv += ["--memory-limit-gb", str(profile.memory_limit_gb)]
+    if profile.fault is not None:
+        argv += ["--fault", profile.fault]
     argv += list(profile.extra_args)
     return LaunchSpec(
         role="main",

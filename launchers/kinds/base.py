@@ -40,6 +40,9 @@ DSA_FIELDS = frozenset(
     {"model_path", "context_length", "mem_fraction_static", "index_topk", "index_k_dtype", "tp"}
 )
 
+# why a field belongs to one kind, said when another kind is given it
+FIELD_NOTES = {"fault": "a fault is planted in the reference engine only"}
+
 
 class ServerKind:
     """One engine's behaviour. Subclasses set the class attributes and override what differs."""
@@ -68,7 +71,8 @@ class ServerKind:
             if getattr(profile, name) != defaults[name].get_default(call_default_factory=True)
         )
         if foreign:
-            raise BadInput(f"{where}: engine {self.name} does not take {', '.join(foreign)}; drop them")
+            why = "".join(f" ({FIELD_NOTES[name]})" for name in foreign if name in FIELD_NOTES)
+            raise BadInput(f"{where}: engine {self.name} does not take {', '.join(foreign)}{why}; drop them")
 
     def check_precision(self, profile: Profile, where: str) -> None:
         """An index-key precision it can launch; checked when a profile is chosen (with its overrides)

@@ -9,6 +9,7 @@ from launchers.argv.router import router_spec
 from launchers.argv.spec import LaunchSpec
 from launchers.cell_plan import plan_reference
 from launchers.kinds.base import DSA_FIELDS, ServerKind, check_parts
+from launchers.reference.server_args import INDEX_K_DTYPES
 from recall_eval.errors import BadInput
 from recall_eval.study_store import CellPlan
 from recall_eval.types import Engine, Profile
@@ -16,9 +17,9 @@ from recall_eval.types import Engine, Profile
 
 class ReferenceKind(ServerKind):
     name: ClassVar[Engine] = "reference"
-    fields = DSA_FIELDS | {"max_total_tokens", "memory_limit_gb", "enable_return_indexer_topk", "pd"}
-    # the precisions its index-key store implements (launchers/reference): one entry per precision
-    index_k_dtypes = ("fp8", "bf16")
+    fields = DSA_FIELDS | {"max_total_tokens", "memory_limit_gb", "enable_return_indexer_topk", "pd", "fault"}
+    # the precisions its index-key store implements (its server's --index-k-dtype choices)
+    index_k_dtypes = INDEX_K_DTYPES
     precision_refusal = "its index-key store (launchers/reference) implements no other"
     topk_setting = "--json-model-override-args {index_topk: N} (SGLang's flag)"
     length_endpoint = "server:/v1/tokenize"

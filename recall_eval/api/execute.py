@@ -17,11 +17,12 @@ from recall_eval import event_loop
 from recall_eval.adaptations import Adaptations
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
-from recall_eval.api.run_status import finish_run, raise_recorded
-from recall_eval.api.targets import Target, open_target, request_auth, target_urls
+from recall_eval.api.run_status import claim_run, finish_run, raise_recorded
+from recall_eval.api.targets import Target, open_target, probe_wait_s, request_auth, target_urls
 from recall_eval.api.versions import versions
 from recall_eval.calibration import (
     DEFAULT_TOKENS_PER_WORD,
+    OFF_TARGET,
     CalibrationCache,
     Calibrator,
     UntrustedCounts,
@@ -35,10 +36,17 @@ from recall_eval.http_client import RunClient, make_http_client
 from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
+from recall_eval.server_probe import PROBE_WAIT_S
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME, CountingFailed, TiktokenTokenizer, TokenCounter
+from recall_eval.tokenization import (
+    SERVER_TOKENIZER_NAME,
+    CountingFailed,
+    TiktokenTokenizer,
+    TokenCounter,
+    answer_counter,
+)
 from recall_eval.transport import ServerAuth
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec
 
@@ -58,13 +66,19 @@ def run_recorded(
     writes and in the error raised."""
     auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
+    claim_run(store)
+    if profile.fault is not None:  # said before anything starts, and kept in run.json's profile
+        hooks.note(
+            f"planted fault {profile.fault} is on: this server is broken on purpose (a gate's own test)",
+            level="warning",
+        )
     try:
         with open_target(profile, store.path, hooks) as target:
             launched_key = getattr(target.handle, "api_key", None)
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers, verify=auth.verify)
                 store.redactor = Redactor(auth.secrets())
-            event_loop.run(run_sweep(store, target, hooks, auth, retry))
+            event_loop.run(run_sweep(store, target, hooks, auth, retry, probe_wait_s(request)))
     except (KeyboardInterrupt, Exception) as err:
         raise_recorded(store, err)
     finish_run(store, "finished")
@@ -90,11 +104,15 @@ async def run_sweep(
     hooks: Hooks,
     auth: ServerAuth | None = None,
     retry: frozenset[str] = frozenset(),
+    probe_wait: float = PROBE_WAIT_S,
 ) -> None:
     """Probe every replica, calibrate the cases not yet final, and run them; results land in the
     store as they finish. retry: outcomes whose stored cases are not final (they run again; their
-    earlier lines stay)."""
-    async with make_http_client(auth) as http, prepared_sweep(store, target, hooks, http, retry) as sweep:
+    earlier lines stay). probe_wait: how long /v1/models may take to answer (--probe-timeout)."""
+    async with (
+        make_http_client(auth) as http,
+        prepared_sweep(store, target, hooks, http, retry, probe_wait=probe_wait) as sweep,
+    ):
         sweep.progress.start_run()
         await sweep.runner.run(sweep.cases)
 
@@ -116,6 +134,7 @@ async def prepared_sweep(
     http: RunClient,
     retry: frozenset[str] = frozenset(),
     interleaved: bool = False,
+    probe_wait: float = PROBE_WAIT_S,
 ) -> AsyncIterator[PreparedSweep]:
     """Probe every replica, write what the server said into run.json, calibrate the pending cases
     against this run's own server, and hold the progress display while the caller runs them.
@@ -142,7 +161,13 @@ async def prepared_sweep(
         else None
     )
     connection = await connect(
-        urls, http, spec, target.model, adaptations=adaptations, **({"hint": hint} if hint else {})
+        urls,
+        http,
+        spec,
+        target.model,
+        adaptations=adaptations,
+        probe_wait_s=probe_wait,
+        **({"hint": hint} if hint else {}),
     )
     for line in connection.warnings:
         adaptations.note(adapted.MODELS_ENDPOINT, line)
@@ -220,6 +245,15 @@ async def prepared_sweep(
                 fits, only=to_calibrate, on_done=progress.calibrated
             )
         cache.save(store.path)
+        off = [case for case in calibrated if case.params.get(OFF_TARGET)]
+        if off:
+            hooks.note(
+                f"{len(off)} case{'' if len(off) == 1 else 's'} could not reach the target length within "
+                f"tolerance and {'is' if len(off) == 1 else 'are'} sent at the nearest length, flagged off "
+                f"target (the others keep exact lengths); e.g. {off[0].suite} at {off[0].target_tokens}: "
+                f"{off[0].params[OFF_TARGET]}",
+                level="warning",
+            )
         refused = sum(case.too_long is not None for case in calibrated)
         if refused:
             adaptations.note(
@@ -255,6 +289,7 @@ async def prepared_sweep(
             hooks=runner_hooks,
             capture=capture,
             replicas=connection.replicas,
+            answer_counter=answer_counter(tokenizer),
         )
         yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, done), progress)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recall_eval.api.options import DEFAULT_PROFILE, TargetOptions
-from recall_eval.errors import BadInput
+from recall_eval.errors import BadInput, UserError
 from recall_eval.store import runs_home
 from recall_eval.types import Profile
 
@@ -34,8 +34,19 @@ def resolve(profile: str | None, target: TargetOptions | None = None) -> Profile
 
 
 def serve_log_dir(profile_name: str) -> Path:
+    """A new folder for one serve's logs: <runs>/serve/<profile>-<UTC time>, with -2, -3, ... when
+    another serve took that name in the same second (each serve its own logs and servers.json)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return runs_home() / "serve" / f"{profile_name}-{stamp}"
+    parent = runs_home() / "serve"
+    parent.mkdir(parents=True, exist_ok=True)
+    for number in range(1, 1000):
+        path = parent / (f"{profile_name}-{stamp}" + (f"-{number}" if number > 1 else ""))
+        try:
+            path.mkdir()  # atomic: of two serves started at once, one gets each name
+        except FileExistsError:
+            continue
+        return path
+    raise UserError(f"cannot make a log folder under {parent}: 999 serves of {profile_name} this second")
 
 
 @dataclass(frozen=True)

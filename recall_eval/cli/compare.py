@@ -70,7 +70,8 @@ def compare(
         list[str],
         typer.Argument(
             metavar="VARIANT...",
-            help="Variants: profile overrides (fp8, bf16, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768), "
+            help="Variants: profile overrides (fp8, bf16, fp4, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768; "
+            "fault=NAME plants a reference-engine bug, to test a gate), "
             "request knobs (effort=high, think=on, think=off), a profile name (dsv4-flash), or both "
             "(dsv4-flash:bf16,topk=1024). With --base-url: labels (knob-only labels still apply their knobs).",
             show_default=False,
