@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -49,12 +49,22 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
+SecretsOf = Callable[[Sequence[str], Mapping[str, str]], list[str]]
+
+
 class ServerProcess:
     """A started LaunchSpec. Its log is appended to, each start marked with a header line."""
 
-    def __init__(self, spec: LaunchSpec, log_path: Path, echo: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        log_path: Path,
+        secrets: SecretsOf = launch_secrets,
+        echo: Callable[[str], None] | None = None,
+    ):
         self.spec = spec
         self.log_path = log_path
+        self.secrets = secrets  # the values its log must mask, from argv and environment (its kind's)
         self.echo = echo  # told when its log cannot be written (log_mask.MaskedLog)
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0  # where this start's output begins in the log
@@ -91,7 +101,7 @@ class ServerProcess:
         pipe = os.dup(self.popen.stdout.fileno())  # MaskedLog owns (and closes) this one
         self.popen.stdout.close()
         self.masked_log = MaskedLog(
-            pipe, self.log_path, launch_secrets(self.spec.argv, env), on_error=self.echo
+            pipe, self.log_path, self.secrets(self.spec.argv, env), on_error=self.echo
         )
         self.guard = _start_guard(self.popen.pid)
         add_record(

@@ -17,7 +17,7 @@ Recall is passes over answers from a live model (recall_eval.stats.recall_table,
 the gate compares that point estimate with the threshold. A scored suite (RULER tasks, mrcr, files) is
 gated on its mean score (stats.score_table) instead; `overall` is the recall of the pass/miss suites,
 or the mean score when every suite is scored. A compare is judged variant by variant with
-the same rules (compare_verdict); its regressions come from the compare report's paired tests
+the same rules (compare_verdict); a no-context baseline (`needle~nocontext`) is never part of a gate; its regressions come from the compare report's paired tests
 (recall_eval.api.gating: exact McNemar for pass/miss suites, the Wilcoxon signed-rank test on the score
 differences for scored ones), here they are only worded and counted.
 """
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from recall_eval.errors import BadInput
 from recall_eval.formatting import score_change_text
 from recall_eval.scoring import budget_eaten_by_reasoning
-from recall_eval.types import INFRA_OUTCOMES, Result
+from recall_eval.types import INFRA_OUTCOMES, NO_CONTEXT_SUFFIX, Result, is_baseline
 
 if TYPE_CHECKING:  # pandas and scipy load when a run is judged, not when the options are declared
     import pandas as pd
@@ -80,6 +80,11 @@ def parse_fail_under(text: str, suites: Sequence[str]) -> RecallGate:
             overall = _threshold(item, "overall")
             continue
         suite, _, value = (part.strip() for part in item.partition("="))
+        if is_baseline(suite):
+            raise BadInput(
+                f"--fail-under: {suite!r} is a no-context baseline, shown beside its suite and never gated "
+                f"(gate {suite.removesuffix(NO_CONTEXT_SUFFIX)!r} instead)"
+            )
         if suite not in suites:
             raise BadInput(
                 f"--fail-under: suite {suite!r} is not in this run (its suites: {', '.join(suites)})"
@@ -87,6 +92,11 @@ def parse_fail_under(text: str, suites: Sequence[str]) -> RecallGate:
         if suite in per_suite:
             raise BadInput(f"--fail-under: suite {suite!r} given twice")
         per_suite[suite] = _threshold(value, suite)
+    if overall is not None and suites and all(is_baseline(suite) for suite in suites):
+        raise BadInput(
+            "--fail-under: this run holds only no-context baselines, which are never gated (add their "
+            "suites, e.g. --suite needle,needle~nocontext)"
+        )
     return RecallGate(overall, per_suite)
 
 
@@ -134,7 +144,7 @@ def verdict(
     where: what every line starts with (compare: "variant B, "); sweep leaves it empty. scoring: the
     headline verdict the recall is computed with (recall_eval.frame.headline_frame)."""
     results = list(results)
-    from recall_eval.frame import frame_of, headline_frame
+    from recall_eval.frame import frame_of, headline_frame, without_baselines
     from recall_eval.stats import recall_table, score_table
 
     frame = headline_frame(frame_of([(None, results)]), scoring)
@@ -161,6 +171,7 @@ def verdict(
     if gate is None:
         return Verdict(EXIT_OK, ())
     lines = []
+    frame = without_baselines(frame)  # a no-context baseline is never gated
     scored = frame["metric"].notna()
     if gate.overall is not None:  # recall of the pass/miss suites; a run of scored suites only: its score
         if scored.all():

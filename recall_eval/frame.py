@@ -8,6 +8,7 @@ values are flattened (`param_<key>`) or written as JSON strings (`expected`).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -16,10 +17,11 @@ from urllib.parse import urlsplit, urlunsplit
 import pandas as pd
 
 from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
+from recall_eval.engines import ENGINE_NAMES
 from recall_eval.errors import BadInput, UserError
-from recall_eval.store import RUN_FILE, RunStore
+from recall_eval.store import RUN_FILE, RunStore, named_dir
 from recall_eval.target_facts import UNKNOWN, target_facts
-from recall_eval.types import RECALL_OUTCOMES, Result, Run
+from recall_eval.types import RECALL_OUTCOMES, Result, Run, is_baseline
 
 Scoring = Literal["lenient", "strict"]
 SCORINGS: tuple[Scoring, ...] = ("lenient", "strict")  # the headline verdict; lenient unless the user picks
@@ -32,7 +34,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "run_id": "run the case belongs to",
     "variant": "the run's variant label (default, fp8, bf16, topk=1024, ...)",
     "profile": "name of the server profile (external for --base-url)",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision the run launched or learned from /server_info (fp8, bf16, fp4), else unknown",
     "index_k_dtype_source": "launched (the profile's), server (its /server_info said it) or unknown",
     "index_topk": "index_topk the run launched or learned from /server_info (empty: unknown)",
@@ -60,12 +62,14 @@ RESULT_COLUMNS: dict[str, str] = {
     "prompt_tokens_source": "usage (the server's count) or calibration (the tokenizer's)",
     "calibrated_prompt_tokens": "prompt length measured by the tokenizer during calibration",
     "server_prompt_tokens": "prompt length the server counted for this request (empty: it gave no count)",
+    "server_prompt_tokens_source": "usage (its count in the answer), or the tokenizer endpoint that counted the prompt where it streams no usage",
     "length_error_tokens": "server_prompt_tokens - target_tokens",
     "length_off_target": "True when the server-counted length is more than 1% (at least 8 tokens) off target",
     "tokenizer": "what measured the calibration: server:/v1/tokenize or tiktoken:<encoding>",
     "needle_token_offset": "token offset of the fact's first token in the rendered prompt",
     "finish_reason": "stop, length, ... as the server reported it",
-    "completion_tokens": "server usage.completion_tokens (else the number of streamed chunks)",
+    "completion_tokens": "server usage.completion_tokens (else its tokenizer's count of the answer, else streamed chunks)",
+    "completion_tokens_source": "usage, tokenized (the server's tokenizer on the answer: it streams no usage) or chunks",
     "ttft_s": "request sent -> first content token, seconds (answered cases only)",
     "decode_gaps": "number of measured gaps between streamed chunks (tokens after the first)",
     "decode_time_s": "sum of those gaps, seconds",
@@ -85,7 +89,7 @@ RUN_COLUMNS: dict[str, str] = {
     "variant": "variant label",
     "status": "running, interrupted, finished, failed",
     "profile": "profile name",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision launched or learned, else unknown",
     "index_k_dtype_source": "launched, server or unknown",
     "index_topk": "index_topk launched or learned (empty: unknown)",
@@ -172,12 +176,14 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         prompt_tokens_source="usage" if usage_prompt else ("calibration" if prompt_tokens else None),
         calibrated_prompt_tokens=result.prompt_tokens,
         server_prompt_tokens=result.server_prompt_tokens,
+        server_prompt_tokens_source=result.server_prompt_tokens_source,
         length_error_tokens=result.length_error_tokens,
         length_off_target=result.length_off_target,
         tokenizer=result.tokenizer,
         needle_token_offset=result.needle_token_offset,
         finish_reason=completion.finish_reason if completion else None,
         completion_tokens=completion.completion_tokens if completion else None,
+        completion_tokens_source=completion.completion_tokens_source if completion else None,
         ttft_s=ttft,
         decode_gaps=len(completion.itl_s) if timed else None,
         decode_time_s=decode_time,
@@ -278,6 +284,14 @@ def headline_frame(frame: pd.DataFrame, scoring: Scoring = "lenient") -> pd.Data
     )
 
 
+def without_baselines(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a headline, an effective length or a gate is computed over: no-context baselines
+    (recall_eval.types.is_baseline) are shown beside their suites, never pooled in."""
+    if frame.empty:
+        return frame
+    return frame[~frame["suite"].map(is_baseline).astype(bool)]
+
+
 def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     """Run directories named by paths: a run dir stays, a compare dir expands to its runs (in order)."""
     if isinstance(paths, str | Path):
@@ -285,7 +299,7 @@ def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     found: list[Path] = []
     seen: set[Path] = set()
     for item in paths:
-        path = Path(item)
+        path = named_dir(item)  # a bare id as `recall-eval runs` prints it names its directory
         if path.name in (RUN_FILE, COMPARE_FILE) and path.is_file():  # the file names its directory
             path = path.parent
         if (path / RUN_FILE).is_file():
@@ -374,8 +388,29 @@ def export_frame(frame: pd.DataFrame, fmt: ExportFormat, out: Path | None = None
         data = buffer.getvalue()
     if out is None:
         return data
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    write_export(Path(out), data, fmt)
     return None
+
+
+def check_export_path(out: Path, fmt: str) -> None:
+    """BadInput, before anything is read or written, for an --out that cannot be a file: a directory,
+    or a file in a folder that does not exist."""
+    if out.is_dir():
+        raise BadInput(f"--out {out} is a directory; give a file to write, e.g. {out / f'results.{fmt}'}")
+    if not out.parent.is_dir():
+        raise BadInput(
+            f"--out {out}: the folder {out.parent} does not exist; create it first (mkdir -p {out.parent})"
+        )
+
+
+def write_export(out: Path, data: bytes, fmt: str) -> None:
+    """Write `data` to `out` whole (a temporary file beside it, renamed over it); nothing is left
+    behind when it fails."""
+    check_export_path(out, fmt)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {out}: {err.strerror or err}; check --out") from None

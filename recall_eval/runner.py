@@ -11,6 +11,12 @@ and log line in Result.error); the server is relaunched (bounded retries with ba
 run.json) and the sweep goes on. After `max_consecutive_deaths` deaths with no live answer in
 between, the sweep stops with SweepStopped.
 
+Without a handle (an external server) a failed connection is checked from outside: the server is
+probed (a plain connect); while it refuses connections the probe is repeated with backoff, and after
+`gone_after_probes` refusals in a row the run stops with ServerGone (run.json: interrupted, the resume
+line printed) instead of turning every remaining case into `error`. The case that met it is not
+recorded, so a resume runs it.
+
 Runners running at once (an interleaved compare) share recall_eval.turns: their requests start in
 turn, case by case, so both variants meet the same machine state.
 
@@ -25,24 +31,39 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from recall_eval.calibration import tolerance
+import httpx
+
+from recall_eval.adaptations import TOKEN_COUNTS
+from recall_eval.calibration import OFF_TARGET, tolerance
 from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
 from recall_eval.indexer_capture import Generation, IndexerCapture
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import cut_in_reasoning
+from recall_eval.server_probe import refuses_connections
 from recall_eval.store import RunStore, latest_by_case
+from recall_eval.tokenization import USAGE_TOKENIZER_NAME
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
 from recall_eval.verdicts import judge, long_answer
 
 
+def _counted_by_server(tokenizer: str | None) -> bool:
+    """A prompt length from the server's own tokenizer endpoint (not an estimate, not a usage probe)."""
+    return tokenizer is not None and tokenizer.startswith("server:/") and tokenizer != USAGE_TOKENIZER_NAME
+
+
 class SweepStopped(UserError):
     """The sweep cannot go on (the server keeps dying, or cannot be relaunched)."""
+
+
+class ServerGone(SweepStopped):
+    """An external server stopped accepting connections mid-run: the run is interrupted, not failed
+    (resume it once the server is back)."""
 
 
 @dataclass
@@ -51,8 +72,13 @@ class RunnerSettings:
     max_tokens: int = 32
     case_budgets: bool = False  # each case's own answer budget where it has one (RunSpec.case_budgets)
     concurrency: int = 1
-    context_limit: int | None = None  # prompts of this many tokens or more are too_long without a request
+    # the server's context (prompt + answer): a case whose prompt and answer budget exceed it is too_long,
+    # not sent
+    context_limit: int | None = None
     max_consecutive_deaths: int = 3
+    # an external server refusing this many probes in a row (after a failed connection) is gone
+    gone_after_probes: int = 3
+    gone_probe_backoff_s: float = 1.0  # wait before the 2nd probe; doubled after each
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
     retry: frozenset[str] = frozenset()  # outcomes whose cases run again (--retry); earlier lines are kept
@@ -94,6 +120,7 @@ class _ServerState:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     death_check: asyncio.Task[ServerDeath | None] | None = None  # a poll_death running in a thread
+    gone_check: asyncio.Lock = field(default_factory=asyncio.Lock)  # one probe sequence at a time
 
 
 def death_error(death: ServerDeath) -> str:
@@ -116,6 +143,7 @@ class Runner:
         capture: IndexerCapture | None = None,
         replicas: Sequence[Replica] | None = None,
         turns: LaneTurns | None = None,
+        answer_counter: Callable[[str], Awaitable[int]] | None = None,
     ):
         self.store = store
         self.client = client
@@ -126,6 +154,9 @@ class Runner:
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
+        # the server's plain-text token count (tokenization.answer_counter): an answer's tokens where the
+        # server streams no usage
+        self.answer_counter = answer_counter
         # set once a reasoning server is seen (thinking_max_tokens); from the start when a resume learned it
         self.thinking_budget: int | None = settings.thinking_max_tokens if settings.thinking_learned else None
         # case id -> its lines already in results.jsonl (Result.attempt: 1 + these), read once per run
@@ -204,6 +235,10 @@ class Runner:
         """sent_with: the answer budget of the request that gave this result (None: never sent)."""
         params = dict(case.params)
         served = completion.prompt_tokens if completion is not None else None
+        source = "usage" if served is not None else None
+        if served is None and completion is not None and _counted_by_server(case.tokenizer):
+            # no usage: the server's own tokenizer endpoint counted this very prompt at calibration
+            served, source = case.prompt_tokens, case.tokenizer
         off = served - case.target_tokens if served is not None else None
         if case.needle_token_end is not None:
             params["needle_token_end"] = case.needle_token_end
@@ -227,11 +262,16 @@ class Runner:
             finished_at=time.time(),
             params=params,
             server_prompt_tokens=served,
+            server_prompt_tokens_source=source,
             length_error_tokens=off,
             # a case sent as it is (a prepared file's row, a no-context baseline) has no length to be off
-            length_off_target=off is not None
-            and abs(off) > tolerance(case.target_tokens)
-            and case.params.get("grid") not in ("none", "baseline"),
+            # calibration could not reach the target within tolerance (params["off_target"] says why)
+            length_off_target=bool(case.params.get(OFF_TARGET))
+            or (
+                off is not None
+                and abs(off) > tolerance(case.target_tokens)
+                and case.params.get("grid") not in ("none", "baseline")
+            ),
             endpoint=endpoint,
             max_tokens=sent_with,
             attempt=1 + self.earlier_attempts.get(case.id, 0),
@@ -246,10 +286,8 @@ class Runner:
             return self._result(case, "not_applicable", started_at, error=case.not_applicable), None
         if case.too_long is not None:  # calibration: the server refused it as longer than its context
             return self._result(case, "too_long", started_at, error=case.too_long), None
-        limit = self.settings.context_limit
-        length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
-        if limit is not None and length >= limit:
-            reason = f"prompt of {length} tokens does not fit the server's context length ({limit} tokens); not sent"
+        reason = self._does_not_fit(case)
+        if reason is not None:
             return self._result(case, "too_long", started_at, error=reason), None
         client = client or self.client
         endpoint = client.endpoint.base_url
@@ -268,10 +306,13 @@ class Runner:
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
+            if failure.kind == "connection" and self.handle is None:
+                await self._stop_if_gone(client, state, failure)
             result, died_on = await self._failed(case, failure, epoch, state, started_at)
             return result.model_copy(update={"endpoint": endpoint, "max_tokens": budget}), died_on
         self._served()
         state.consecutive_deaths = 0
+        completion = await self._counted(case, completion)
         # an answer long enough to echo the prompt is checked against the whole prompt: off the loop
         if long_answer(completion):
             verdicts = await asyncio.to_thread(judge, case, completion)
@@ -284,6 +325,47 @@ class Runner:
             coverage = self.capture.coverage(case, generation, verdicts.outcome)
             result = result.model_copy(update={"coverage": coverage})
         return result, None
+
+    async def _counted(self, case: Case, completion: Completion) -> Completion:
+        """Where the server streamed no usage: the answer's tokens counted by the server's tokenizer
+        (instead of its chunks), said once for the run with where each number comes from."""
+        if completion.completion_tokens_source != "chunks" or self.answer_counter is None:
+            return completion
+        try:
+            tokens = await self.answer_counter(completion.reasoning + completion.text)
+        except (UserError, httpx.HTTPError, ValueError):
+            return completion  # the chunk count stays, marked as such
+        prompt = (
+            f"prompt lengths are its {case.tokenizer} counts"
+            if completion.prompt_tokens is None and _counted_by_server(case.tokenizer)
+            else "prompt lengths are its usage counts"
+        )
+        self.hooks.on_adapted(
+            TOKEN_COUNTS,
+            f"the server streams no usage.completion_tokens: completion tokens are its tokenizer's count of each "
+            f"answer (not streamed chunks); {prompt} (results: completion_tokens_source, "
+            "server_prompt_tokens_source)",
+        )
+        return completion.model_copy(
+            update={"completion_tokens": tokens, "completion_tokens_source": "tokenized"}
+        )
+
+    def _does_not_fit(self, case: Case) -> str | None:
+        """Why the case's prompt and its answer budget together do not fit the server's context (a
+        prompt that fits alone would get its answer cut after a few tokens and read as `truncated`);
+        None when they fit or the context is unknown."""
+        limit = self.settings.context_limit
+        if limit is None:
+            return None
+        length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
+        budget = self._budget(case)
+        over = length + budget - limit
+        if over <= 0:
+            return None
+        return (
+            f"prompt of {length} tokens + answer budget of {budget} tokens is {over} tokens over the server's "
+            f"context length ({limit} tokens); not sent"
+        )
 
     async def _send(
         self, case: Case, budget: int, client: ChatClient, give_up: Callable[[], bool]
@@ -304,6 +386,26 @@ class Runner:
                 f"{self.settings.max_tokens} (give --max-tokens to choose)"
             )
             self.hooks.on_adapted("thinking_budget", line)
+
+    async def _stop_if_gone(self, client: ChatClient, state: _ServerState, failure: RequestFailed) -> None:
+        """After a failed connection to an external server: probe it; ServerGone when it refuses
+        `gone_after_probes` probes in a row (with backoff between them), else return (the case gets
+        its `error`). Cases failing at once share one probe sequence."""
+        settings = self.settings
+        url = client.endpoint.base_url
+        async with state.gone_check:
+            for probe in range(settings.gone_after_probes):
+                if probe:
+                    await asyncio.sleep(settings.gone_probe_backoff_s * 2 ** (probe - 1))
+                if not await refuses_connections(url, client.http):
+                    return
+            waited = sum(settings.gone_probe_backoff_s * 2**i for i in range(settings.gone_after_probes - 1))
+            raise ServerGone(
+                f"{url} refuses connections ({settings.gone_after_probes} probes in a row over {waited:g} s, "
+                f"after a request failed: {failure}); the server is gone, so the run stops here, "
+                "interrupted, instead of recording every remaining case as an error; start the server, then "
+                "resume"
+            )
 
     def _served(self) -> None:
         """The server answered (a stat of its log, no read): older log lines no longer explain a death."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, bootstrap, ttest_1samp, wilcoxon
+from scipy.stats import binomtest, bootstrap, quantile_test, ttest_1samp, wilcoxon
 
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
 
@@ -145,6 +145,25 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
 def sign_test(better: int, worse: int) -> float:
     """Two-sided exact sign test (ties left out): the same binomial test as McNemar's."""
     return mcnemar_exact(better, worse)
+
+
+def median_sign_test(
+    changes: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
+) -> tuple[float, tuple[float, float] | None] | None:
+    """The sign test of "median change = 0" and its own interval for the median (scipy.stats.quantile_test
+    at the median: the binomial test on the signs, inverted over order statistics), so the interval
+    excludes 0 exactly when p < 1 - confidence: one test for both the p-value and the interval. The
+    interval is None where too few cases bound it. Ties (no change) are left out, as in sign_test. None
+    when no case changed."""
+    array = np.asarray(changes, dtype=float)
+    array = array[~np.isnan(array) & (array != 0)]
+    if not array.size:
+        return None
+    result = quantile_test(array, q=0.0, p=0.5)
+    interval = result.confidence_interval(confidence_level=confidence)
+    low, high = float(interval.low), float(interval.high)
+    bounded = not (np.isnan(low) or np.isnan(high))
+    return float(result.pvalue), ((low, high) if bounded else None)
 
 
 def matched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:

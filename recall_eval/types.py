@@ -25,10 +25,19 @@ INFRA_OUTCOMES: tuple[Outcome, ...] = ("too_long", "oom", "crash", "timeout", "e
 # Neither: the cell cannot be built at its length (the suite's smallest prompt is longer); never sent,
 # never counted in recall, shown as N/A with Result.error saying why.
 NOT_APPLICABLE_OUTCOMES: tuple[Outcome, ...] = ("not_applicable",)
+# A suite's no-context baseline (`needle~nocontext`): its questions without their haystacks. Shown beside
+# its suite, never part of a headline recall or score, an effective length or a gate.
+NO_CONTEXT_SUFFIX = "~nocontext"
+
+
+def is_baseline(suite: str) -> bool:
+    """True for a no-context baseline suite's name."""
+    return suite.endswith(NO_CONTEXT_SUFFIX)
+
 
 Role = Literal["system", "user", "assistant"]
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
-Engine = Literal["reference", "sglang", "external"]
+Engine = Literal["reference", "sglang", "vllm", "external"]  # facts per engine: recall_eval/engines.py
 RunStatus = Literal["running", "interrupted", "finished", "failed"]
 MissCause = Literal["selection", "generation"]
 
@@ -154,6 +163,10 @@ class Completion(_Stored):
     finish_reason: str | None = None  # "stop", "length", ... as the server reported it
     prompt_tokens: int | None = None  # server usage.prompt_tokens
     completion_tokens: int | None = None  # server usage.completion_tokens (else counted content chunks)
+    # where completion_tokens came from: "usage" (the server's), "tokenized" (the server's tokenizer on the
+    # answer, where it streamed no usage) or "chunks" (streamed chunks counted: neither was available);
+    # None in results stored before this was recorded
+    completion_tokens_source: Literal["usage", "tokenized", "chunks"] | None = None
     ttft_s: float | None = None  # request sent -> first content token
     # gaps between successive content chunks: one gap per token after the first streamed one (SGLang
     # and the reference engine send one token per chunk; an end token that streams no text has no gap)
@@ -203,8 +216,11 @@ class Result(_Stored):
     started_at: float  # unix time
     finished_at: float  # unix time
     params: dict[str, Any] = Field(default_factory=dict)  # copy of Case.params for reports
-    # the prompt length the server itself counted for this request (usage.prompt_tokens), if it said
+    # the prompt length the server itself counted for this request (usage.prompt_tokens), or where it
+    # streams no usage its tokenizer endpoint's count of this prompt (see server_prompt_tokens_source)
     server_prompt_tokens: int | None = None
+    # "usage", or the tokenizer endpoint that counted it (Case.tokenizer: server:/extras/tokenize, ...)
+    server_prompt_tokens_source: str | None = None
     # server_prompt_tokens - target_tokens; None when the server gave no count
     length_error_tokens: int | None = None
     # the server's count is off the target by more than tolerance (1%, at least 8 tokens): reports flag it
@@ -242,6 +258,11 @@ class Profile(_Stored):
     base_url: str | None = None  # for engine="external"
     replica_base_urls: tuple[str, ...] = ()  # engine="external": more replicas of the same model
     tp: int = 1
+    dp: int = 1  # vllm: data-parallel size (--data-parallel-size); SGLang's DP is PD parts or extra_args
+    # vllm: the program that starts the server, in vLLM's own environment: its `vllm` executable or its
+    # Python interpreter (vLLM pins its own torch, so it usually lives in a venv of its own); None: `vllm`
+    executable: str | None = None
+    kv_cache_dtype: str | None = None  # vllm: --kv-cache-dtype (auto, fp8, ...); the DSA index keys are fp8
     mem_fraction_static: float | None = None
     context_length: int | None = None
     max_total_tokens: int | None = None
@@ -289,6 +310,15 @@ class RunSpec(_Stored):
     api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)
 
 
+class RunOwner(_Stored):
+    """The process that runs (or last ran) a run: pid and start time name one process (a pid alone is
+    reused), on this host (recall_eval.run_owner)."""
+
+    pid: int
+    started_at: float  # the process's start time (epoch seconds, as psutil reports it)
+    host: str
+
+
 class Run(_Stored):
     """The content of run.json."""
 
@@ -322,6 +352,9 @@ class Run(_Stored):
     # URL form, a field the server rejected, JSON answers to stream requests, untrusted usage counts,
     # TLS checks off, a thinking budget; reports list them
     adaptations: dict[str, str] = Field(default_factory=dict)
+    # the process running it (set each time a sweep, resume or compare starts running it): a run stored
+    # as running whose owner is gone is shown as `interrupted (no process)`; None in runs written before
+    owner: RunOwner | None = None
 
 
 class Endpoint(_Frozen):

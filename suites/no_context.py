@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from recall_eval.types import Case
+from recall_eval.types import NO_CONTEXT_SUFFIX, Case
 from suites.seeding import stable_id
 
-SUFFIX = "~nocontext"
+SUFFIX = NO_CONTEXT_SUFFIX
 
 
 def has_baseline(recipe: Any) -> bool:

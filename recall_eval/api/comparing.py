@@ -51,10 +51,12 @@ from recall_eval.compare_store import (
     relative_run_dir,
     run_dir_of,
 )
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
+from recall_eval.run_owner import GONE, shown_status
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, Run, RunSpec
@@ -62,7 +64,9 @@ from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, pa
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
-_RESUMABLE = ("interrupted", "failed")  # not "running": another process may still be writing it
+# not "running" while its process runs (it may still be writing it); a running run whose process is gone
+# (recall_eval.run_owner: `interrupted (no process)`) is resumable
+_RESUMABLE = ("interrupted", "failed", GONE)
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_bud
 
 def target_key(profile: Profile) -> dict[str, Any]:
     """What identifies a target for reuse: the server at a URL, or a profile's result-relevant fields."""
-    if profile.engine == "external":
+    if not launched(profile):
         return {"base_url": (profile.base_url or "").rstrip("/"), "model": profile.served_model_name}
     return profile.model_dump(mode="json", exclude=set(_IRRELEVANT_PROFILE_FIELDS))
 
@@ -211,7 +215,7 @@ def reused_run(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hook
 
 def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hooks) -> RunStore:
     """The latest interrupted or failed match, reopened, else a new run directory."""
-    resumable = [store for store in matches if store.run.status in _RESUMABLE]
+    resumable = [store for store in matches if shown_status(store.run) in _RESUMABLE]
     if resumable:
         store = resumable[-1]
         hooks.note(f"{planned.label}: resuming run {store.run.run_id} ({store.path})")
@@ -232,15 +236,36 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
 
 
 def obtain_run(
-    planned: PlannedVariant, hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
+    planned: PlannedVariant,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    reuse: bool = True,
+    checked: bool = False,
 ) -> RunRecord:
-    """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
+    """The variant's finished run: reused, resumed, or run from scratch (report rendered). checked: its
+    target already passed check_target (check_targets_first)."""
     matches = matching_runs(planned) if reuse else []
     reused = reused_run(planned, matches, hooks)
     if reused is not None:
         return reused
-    check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
+    if not checked:
+        check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
     return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request)
+
+
+def check_targets_first(
+    planned: Sequence[PlannedVariant], request: RequestOptions | None = None, reuse: bool = True
+) -> None:
+    """Every variant that will run (not a finished run reused) is checked before the first one starts: a
+    server to launch passes its preflight (its argv built: a setting its engine does not have is BadInput,
+    exit 2), a running one answers. Otherwise `compare fp8 X` would run all of fp8 before X fails."""
+    for variant in planned:
+        finished = reuse and any(store.run.status == "finished" for store in matching_runs(variant))
+        if not finished:
+            try:
+                check_target(variant.profile, request or RequestOptions())
+            except BadInput as err:  # the profile's engine has no such setting: exit 2, naming the variant
+                raise BadInput(f"variant {variant.label!r}: {err}") from None
 
 
 def obtain_live_runs(
@@ -281,7 +306,7 @@ def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
 
 def all_live(planned: Sequence[PlannedVariant]) -> bool:
     """Every variant is a running server (nothing to launch): their requests can be interleaved."""
-    return all(p.profile.engine == "external" for p in planned)
+    return not any(launched(p.profile) for p in planned)
 
 
 def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | None) -> bool:
@@ -379,7 +404,8 @@ def compare(
     if all_live(planned):
         runs = obtain_live_runs(planned, hooks, options.request, reuse)
     else:  # servers to launch: one at a time (each stopped before the next starts; memory)
-        runs = [obtain_run(p, hooks, options.request, reuse) for p in planned]
+        check_targets_first(planned, options.request, reuse)
+        runs = [obtain_run(p, hooks, options.request, reuse, checked=True) for p in planned]
     # compare.json keeps the command line: with the key masked (it may have been typed in it)
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))

@@ -32,7 +32,7 @@ from recall_eval.api.hooks import Hooks, NoteLevel, SweepProgress
 from recall_eval.baseline_gate import baseline_tests
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_BELOW_GATE, RecallGate
-from recall_eval.frame import frame_of, headline_frame
+from recall_eval.frame import frame_of, headline_frame, without_baselines
 from recall_eval.stats import SIGNIFICANCE, recall_table, wilson_interval
 from recall_eval.types import Case, Profile, Result
 
@@ -106,7 +106,8 @@ class Watch:
             tests = baseline_tests(self.baseline, frame, self.suites, self.tolerance, alpha)
             lines += [test.line(self.baseline_name) for test in tests if test.worse]
         if self.gate is not None:
-            plain = frame[frame["metric"].isna()]
+            gated = without_baselines(frame)  # a no-context baseline is never gated
+            plain = gated[gated["metric"].isna()]
             scopes = [(suite, plain[plain["suite"] == suite], t) for suite, t in self.gate.per_suite.items()]
             if self.gate.overall is not None:
                 scopes.append(("overall", plain, self.gate.overall))

@@ -21,6 +21,7 @@ from recall_eval.api.targets import Target, target_urls
 from recall_eval.api.versions import versions
 from recall_eval.calibration import (
     DEFAULT_TOKENS_PER_WORD,
+    OFF_TARGET,
     CalibrationCache,
     Calibrator,
     UntrustedCounts,
@@ -28,14 +29,22 @@ from recall_eval.calibration import (
 )
 from recall_eval.chat_client import ChatClient
 from recall_eval.connect import ProbedTarget, connect
+from recall_eval.engines import launched
 from recall_eval.errors import UserError
 from recall_eval.http_client import RunClient
 from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
+from recall_eval.server_probe import PROBE_WAIT_S
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME, CountingFailed, TiktokenTokenizer, TokenCounter
+from recall_eval.tokenization import (
+    SERVER_TOKENIZER_NAME,
+    CountingFailed,
+    TiktokenTokenizer,
+    TokenCounter,
+    answer_counter,
+)
 from recall_eval.types import Case, CaseRecipe, Result, Run, RunSpec
 
 
@@ -122,6 +131,7 @@ async def prepared_sweep(
     http: RunClient,
     retry: frozenset[str] = frozenset(),
     interleaved: bool = False,
+    probe_wait: float = PROBE_WAIT_S,
 ) -> AsyncIterator[PreparedSweep]:
     """Probe every replica, write what the server said into run.json, calibrate the pending cases
     against this run's own server, and hold the progress display while the caller runs them.
@@ -131,7 +141,7 @@ async def prepared_sweep(
     interleave) is marked false."""
     writes = RunWrites(store)
     try:
-        reached = await _reach(store, target, hooks, http, writes)
+        reached = await _reach(store, target, hooks, http, writes, probe_wait)
         spec, connection = store.run.spec, reached.connection
         recipes = build_recipes(spec)
         pending = Pending.of(store, recipes, retry)
@@ -160,22 +170,24 @@ async def prepared_sweep(
             already_done=len(pending.already),
             already_passed=sum(r.outcome == "pass" for r in pending.already),
         ) as progress:
-            calibrated = await _calibrate(store, reached, recipes, pending, progress, writes)
-            runner = _runner(store, reached, target, progress, capture, retry)
+            calibrated, tokenizer = await _calibrate(
+                store, reached, recipes, pending, progress, hooks, writes
+            )
+            runner = _runner(store, reached, target, progress, capture, retry, tokenizer)
             yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, pending.done), progress)
     finally:
         await writes.flush()
 
 
 async def _reach(
-    store: RunStore, target: Target, hooks: Hooks, http: RunClient, writes: RunWrites
+    store: RunStore, target: Target, hooks: Hooks, http: RunClient, writes: RunWrites, probe_wait: float
 ) -> Reached:
     """Probe every replica of the target; what the run adapts to on the way is noted (and written)."""
     profile = store.run.profile
     urls = target_urls(profile, target.base_url) if profile is not None else [server_root(target.base_url)]
     shown_url = without_userinfo(urls[0])
     adaptations = run_adaptations(store, hooks, writes)
-    given = (profile.base_url if profile is not None and profile.engine == "external" else None) or ""
+    given = (profile.base_url if profile is not None and not launched(profile) else None) or ""
     if given and given.rstrip("/") != urls[0]:
         adapted_line = (
             f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."
@@ -189,7 +201,13 @@ async def _reach(
         else None
     )
     connection = await connect(
-        urls, http, store.run.spec, target.model, adaptations=adaptations, **({"hint": hint} if hint else {})
+        urls,
+        http,
+        store.run.spec,
+        target.model,
+        adaptations=adaptations,
+        probe_wait_s=probe_wait,
+        **({"hint": hint} if hint else {}),
     )
     for line in connection.warnings:
         adaptations.note(adapted.MODELS_ENDPOINT, line)
@@ -235,8 +253,9 @@ async def _calibrate(
     recipes: list[CaseRecipe],
     pending: Pending,
     progress: SweepProgress,
+    hooks: Hooks,
     writes: RunWrites,
-) -> list[Case]:
+) -> tuple[list[Case], TokenCounter]:
     """The pending cases that fit the server's context, calibrated to their lengths with the server's
     tokenizer (estimated instead when its counts fail a check or it stops answering them)."""
     limit = reached.connection.facts.context_length
@@ -262,6 +281,15 @@ async def _calibrate(
             fits, only=to_calibrate, on_done=progress.calibrated
         )
     await asyncio.to_thread(cache.save, store.path)
+    off = [case for case in calibrated if case.params.get(OFF_TARGET)]
+    if off:
+        hooks.note(
+            f"{len(off)} case{'' if len(off) == 1 else 's'} could not reach the target length within "
+            f"tolerance and {'is' if len(off) == 1 else 'are'} sent at the nearest length, flagged off "
+            f"target (the others keep exact lengths); e.g. {off[0].suite} at {off[0].target_tokens}: "
+            f"{off[0].params[OFF_TARGET]}",
+            level="warning",
+        )
     refused = sum(case.too_long is not None for case in calibrated)
     if refused:
         reached.adaptations.note(
@@ -273,7 +301,7 @@ async def _calibrate(
         f"calibrated {len(calibrated)} case{'' if len(calibrated) == 1 else 's'} with {tokenizer.name} in "
         f"{time.perf_counter() - started:.1f}s"
     )
-    return calibrated
+    return calibrated, tokenizer
 
 
 def _runner(
@@ -283,6 +311,7 @@ def _runner(
     progress: SweepProgress,
     capture: IndexerCapture | None,
     retry: frozenset[str],
+    tokenizer: TokenCounter,
 ) -> Runner:
     """The runner of the run's cases: its settings from the spec, its events to the progress display."""
     spec = store.run.spec
@@ -311,6 +340,7 @@ def _runner(
         hooks=runner_hooks,
         capture=capture,
         replicas=reached.connection.replicas,
+        answer_counter=answer_counter(tokenizer),
     )
 
 

@@ -12,7 +12,8 @@ import pandas as pd
 from recall_eval.baseline_gate import ScopeTest
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of, headline_frame, planned_cases
+from recall_eval.frame import frame_of, headline_frame, planned_cases, without_baselines
+from recall_eval.run_owner import shown_status
 from recall_eval.stats import recall_table, score_table
 from recall_eval.store import RunStore, UnreadableLine, latest_by_case
 from recall_eval.types import Profile, Result, Run
@@ -60,6 +61,12 @@ class RunRecord:
         return self.run.status
 
     @property
+    def status_now(self) -> str:
+        """The status as it is now: `interrupted (no process)` for a run stored as running whose
+        process is gone (killed without a word); else `status` (recall_eval.run_owner)."""
+        return shown_status(self.run)
+
+    @property
     def variant(self) -> str:
         return self.run.spec.variant
 
@@ -87,7 +94,7 @@ class RunRecord:
     def _recall_row(self) -> pd.Series:
         """The stats.recall_table row of the pass/miss suites' cases: a scored suite's cases (a metric
         grades them in [0, 1]) have a score, not a pass (see `score`)."""
-        frame = self.frame
+        frame = without_baselines(self.frame)  # a no-context baseline is shown beside, never pooled
         plain = frame[frame["metric"].isna()] if "metric" in frame else frame
         return recall_table(plain).iloc[0]
 
@@ -112,7 +119,7 @@ class RunRecord:
     @property
     def score(self) -> float | None:
         """Mean score of the scored suites' answered cases (stats.score_table); None without any."""
-        frame = self.frame
+        frame = without_baselines(self.frame)
         if "metric" not in frame or not frame["metric"].notna().any():
             return None
         value = score_table(frame[frame["metric"].notna()]).iloc[0]["score"]
