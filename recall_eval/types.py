@@ -308,6 +308,13 @@ class RequestSettings(_Frozen):
              "extra body", verdicts=True, sent="merged", metavar="JSON", json_object=True),
     ] = None  # fmt: skip
 
+    stop: Annotated[
+        tuple[str, ...] | None,
+        Knob("--stop", "stop sequence sent with every request in `stop` (repeatable): the answer ends "
+             "before it, as a deployment's stop strings end it", "stop sequences",
+             verdicts=True, sent="field", cli=list[str], metavar="TEXT"),
+    ] = None  # fmt: skip
+
     def body_fields(self) -> dict[str, Any]:
         """The settings sent in the request body: "field" ones that are set, then the "merged" objects
         (which win; a None in them stays, it removes that key)."""
