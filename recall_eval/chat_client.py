@@ -48,7 +48,7 @@ from recall_eval.transport import (
 )
 from recall_eval.types import ChatMessage, Completion, Endpoint, RequestSettings
 
-__all__ = ["ChatClient", "RequestFailed", "RequestKnobs", "classify_error_message", "split_thinking"]
+__all__ = ["ChatClient", "RequestFailed", "classify_error_message", "split_thinking"]
 
 _T = TypeVar("_T")
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
@@ -87,11 +87,6 @@ def split_thinking(content: str) -> tuple[str, str]:
         answer, _, rest = answer.partition("<think>")
         thoughts.append(rest)
     return answer.strip(), "\n".join(thought.strip() for thought in thoughts if thought.strip())
-
-
-# The request settings sent in the body (reasoning effort, chat template kwargs, extra body, ...):
-# RequestSettings.body_fields(); a run's RunSpec is one.
-RequestKnobs = RequestSettings
 
 
 @dataclass
@@ -199,7 +194,7 @@ class ChatClient:
         backoff_s: float = 0.5,
         extra_body: dict[str, Any] | None = None,
         timeouts: Timeouts | None = None,
-        knobs: RequestSettings | None = None,
+        knobs: RequestSettings | None = None,  # sent in the body: RequestSettings.body_fields()
         adaptations: Adaptations | None = None,
     ):
         self.endpoint = endpoint
