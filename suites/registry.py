@@ -89,6 +89,8 @@ class Registry:
     def add(self, suite: Suite) -> Suite:
         if suite.name in self._suites or suite.name in self._family_names():
             raise ValueError(f"suite {suite.name!r} is registered twice")
+        if suite.family in self._suites:
+            raise ValueError(f"family {suite.family!r} of suite {suite.name!r} is a suite's name")
         if any(form.claims(suite.name) for form in self._forms) or "," in suite.name:
             raise ValueError(f"suite name {suite.name!r} is a form's pattern or holds a comma")
         self._suites[suite.name] = suite

@@ -65,6 +65,8 @@ def test_a_name_is_registered_once() -> None:
         registry.add(Suite("a", lambda *grid: [], version=2))
     with pytest.raises(ValueError, match="registered twice"):
         registry.add(Suite("fam", lambda *grid: [], version=1))  # a family's name is taken too
+    with pytest.raises(ValueError, match="is a suite's name"):
+        registry.add(Suite("b", lambda *grid: [], version=1, family="a"))
 
 
 def test_installed_packages_register_suites_through_entry_points(tmp_path, monkeypatch) -> None:
