@@ -22,6 +22,7 @@ LENGTHS = "lengths"
 TOO_LONG = "context_refusals"
 TLS = "tls"
 THINKING_BUDGET = "thinking_budget"
+TOKEN_COUNTS = "token_counts"  # no streamed usage: where prompt and completion token counts came from
 
 
 class Adaptations:

@@ -17,9 +17,14 @@ forms (ShrinkableRecipe.smaller: fewer or terser case-made parts, same id) are t
 even the smallest does not fit, the case comes back marked `not_applicable` (with the reason) and the
 runner records it without sending it. A sweep is never refused for a length some suite cannot fill.
 
+Per case: a case that cannot reach its target within tolerance (one more filler unit jumps over the
+window, or the search does not settle in MAX_STEPS) is sent at the nearest size measured, its real
+length in prompt_tokens and why in params["off_target"] (the runner flags its result off target); the
+other cases keep their exact lengths.
+
 What the server reports is checked before it is trusted: a longer filler must count more tokens.
 Counts that fall as the filler grows, or stand still over FLAT_WORDS more words (a gateway's constant
-usage.prompt_tokens), or a search that does not settle, raise UntrustedCounts, and the caller measures
+usage.prompt_tokens), raise UntrustedCounts, and the caller measures
 again with estimated lengths (recall_eval.api.execute says so on the console and flags the run). A
 prompt the server refuses as longer than its context (tokenization.PromptRefused) is an upper bound of
 the search; when no size within tolerance of the target is accepted, the case is marked `too_long`
@@ -46,6 +51,7 @@ DEFAULT_TOKENS_PER_WORD = 1.3
 MAX_STEPS = 40
 AIM_SHARE = 0.25  # aim within a quarter of the tolerance when one more step can get there
 CACHE_FILE = "calibration-cache.json"
+OFF_TARGET = "off_target"  # Case.params key: why the case could not reach its target within tolerance
 # filler words that must add tokens: a flat count over this many more words is not the prompt's count
 # (smaller flat steps happen: a suite may add its filler in units)
 FLAT_WORDS = 32
@@ -155,8 +161,10 @@ class Calibrator:
             self.cache.put(key, cached)
         return _Probe(filler_words, cached[0])
 
-    async def search(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[int, float]:
-        """filler_words whose prompt is within tolerance of the target, and the last slope seen.
+    async def search(self, recipe: CaseRecipe, tokens_per_word: float) -> tuple[int, float, str | None]:
+        """filler_words whose prompt is within tolerance of the target, the last slope seen, and None;
+        or, where no size lands within tolerance, the nearest size and why (the case is sent at that
+        length, marked off target: the other cases keep their exact lengths).
 
         Within tolerance but farther than AIM_SHARE of it from the target, one more secant step is
         taken and the closer of the two is kept (so lengths do not all sit at the window's edge).
@@ -169,6 +177,7 @@ class Calibrator:
         refined = False
         slope = tokens_per_word
         previous: _Probe | None = None
+        nearest: _Probe | None = None  # closest measured probe, within tolerance or not
         words: int | None = recipe.words_guess(tokens_per_word)
         for _ in range(MAX_STEPS):
             assert words is not None
@@ -179,7 +188,7 @@ class Calibrator:
                 words = self._below_refusal(probe, low)
                 if words is None:
                     if best is not None:
-                        return best.words, slope
+                        return best.words, slope, None
                     raise ContextRefusal(probe.refused)
                 continue
             if previous is not None and probe.words != previous.words:
@@ -193,10 +202,12 @@ class Calibrator:
                 if measured > 0:
                     slope = measured
             error = probe.tokens - target
+            if nearest is None or abs(error) < abs(nearest.tokens - target):
+                nearest = probe
             if abs(error) <= allowed and (best is None or abs(error) < abs(best.tokens - target)):
                 best = probe
             if best is not None and (refined or abs(best.tokens - target) <= aim):
-                return best.words, slope
+                return best.words, slope, None
             refined = best is not None
             if error < 0:
                 low = probe if low is None or probe.words > low.words else low
@@ -215,14 +226,26 @@ class Calibrator:
                 # the nearer side is the closest this recipe can get; its prompt_tokens say so
                 if best is None and high is not None and high.refused is not None:
                     raise ContextRefusal(high.refused)
-                nearest = best or min(
-                    (p for p in (low, high) if p is not None and p.refused is None),
-                    key=lambda p: abs(p.tokens - target),
+                if best is not None:
+                    return best.words, slope, None
+                sides = [p for p in (low, high) if p is not None and p.refused is None]
+                closest = min(sides, key=lambda p: abs(p.tokens - target))
+                why = (
+                    f"one more filler unit ({recipe.suite} grows by whole turns, entries or exchanges) moves "
+                    f"the prompt from {low.tokens} to {high.tokens} tokens, past {target}±{allowed}"
+                    if low is not None and high is not None and high.refused is None
+                    else f"no filler size lands within {target}±{allowed}"
                 )
-                return nearest.words, slope
-        raise UntrustedCounts(
-            f"{self.tokenizer.name} counts did not settle on {target}±{allowed} tokens for case "
-            f"{recipe_id(recipe)} in {MAX_STEPS} steps"
+                return closest.words, slope, f"{why}: sent at {closest.tokens} tokens, the nearest size"
+        if best is not None:
+            return best.words, slope, None
+        if nearest is None:  # every size tried was refused as longer than the context
+            raise ContextRefusal(high.refused if high is not None and high.refused else "refused")
+        return (
+            nearest.words,
+            slope,
+            f"{self.tokenizer.name} counts did not settle within {target}±{allowed} tokens in {MAX_STEPS} "
+            f"steps: sent at {nearest.tokens} tokens, the nearest size measured",
         )
 
     @staticmethod
@@ -282,8 +305,8 @@ class Calibrator:
         does not, else the smallest form marked not_applicable."""
         try:
             # a recipe with no filler to size (a prepared file's row: sent as it is) is only measured
-            words, slope = (
-                (0, tokens_per_word)
+            words, slope, off_target = (
+                (0, tokens_per_word, None)
                 if getattr(recipe, "fixed", False)
                 else (await self.search(recipe, tokens_per_word))
             )
@@ -311,6 +334,8 @@ class Calibrator:
         prompt_tokens = measured.tokens
         start, end = await self._needle_offsets(case)
         self._last_tokens.pop(case.id, None)
+        if off_target is not None:  # its real length is prompt_tokens; the result is flagged off target
+            case = case.model_copy(update={"params": {**case.params, OFF_TARGET: off_target}})
         calibrated = case.model_copy(
             update={
                 "prompt_tokens": prompt_tokens,

@@ -321,6 +321,7 @@ class ChatClient:
         usage = state.usage or {}
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens", len(state.chunk_times))
+        counted = isinstance(usage.get("completion_tokens"), int)
         return Completion(
             text=answer,
             reasoning=reasoning,
@@ -331,6 +332,7 @@ class ChatClient:
             completion_tokens=completion_tokens
             if isinstance(completion_tokens, int)
             else len(state.chunk_times),
+            completion_tokens_source="usage" if counted else "chunks",
             ttft_s=times[0] - sent if times else None,
             itl_s=tuple(later - earlier for earlier, later in zip(times, times[1:], strict=False)),
             latency_s=closed - sent,

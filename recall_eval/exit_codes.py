@@ -5,8 +5,10 @@
     2  bad input (options, specs, paths), rejected before any server starts
     3  finished, but no case got an answer from a live model (every outcome an infrastructure one):
        nothing was measured
-    4  finished, recall below --fail-under (overall or for a suite), or (compare --fail-on-regression)
-       a variant significantly worse than the first on the paired cases
+    4  finished, but a gate failed: recall below --fail-under (overall or for a suite), a variant
+       significantly worse than the first on the paired cases (compare --fail-on-regression), a
+       candidate significantly worse than its stored baseline (sweep --baseline), or a study cell
+       significantly worse than the baseline after the Holm correction (recall_eval.study_stats)
     5  finished, but every answer was cut inside the model's reasoning: the answer budget
        (--max-tokens) is too small for a thinking model, nothing about recall was learned
   130  interrupted (Ctrl-C)
@@ -15,7 +17,7 @@ Recall is passes over answers from a live model (recall_eval.stats.recall_table,
 the gate compares that point estimate with the threshold. A scored suite (RULER tasks, mrcr, files) is
 gated on its mean score (stats.score_table) instead; `overall` is the recall of the pass/miss suites,
 or the mean score when every suite is scored. A compare is judged variant by variant with
-the same rules (compare_verdict); its regressions come from the compare report's paired tests
+the same rules (compare_verdict); a no-context baseline (`needle~nocontext`) is never part of a gate; its regressions come from the compare report's paired tests
 (recall_eval.api.gating: exact McNemar for pass/miss suites, the Wilcoxon signed-rank test on the score
 differences for scored ones), here they are only worded and counted.
 """
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 from recall_eval.errors import BadInput
 from recall_eval.formatting import score_change_text
 from recall_eval.scoring import budget_eaten_by_reasoning
-from recall_eval.types import INFRA_OUTCOMES, Result
+from recall_eval.types import INFRA_OUTCOMES, NO_CONTEXT_SUFFIX, Result, is_baseline
 
 if TYPE_CHECKING:  # pandas and scipy load when a run is judged, not when the options are declared
     import pandas as pd
@@ -40,6 +42,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NO_ANSWER = 3
+EXIT_CELL_WORSE = 4  # study: a setting lost recall, the same code as every other failed gate
 EXIT_BELOW_GATE = 4
 EXIT_BUDGET_TOO_SMALL = 5
 EXIT_INTERRUPTED = 130
@@ -77,6 +80,11 @@ def parse_fail_under(text: str, suites: Sequence[str]) -> RecallGate:
             overall = _threshold(item, "overall")
             continue
         suite, _, value = (part.strip() for part in item.partition("="))
+        if is_baseline(suite):
+            raise BadInput(
+                f"--fail-under: {suite!r} is a no-context baseline, shown beside its suite and never gated "
+                f"(gate {suite.removesuffix(NO_CONTEXT_SUFFIX)!r} instead)"
+            )
         if suite not in suites:
             raise BadInput(
                 f"--fail-under: suite {suite!r} is not in this run (its suites: {', '.join(suites)})"
@@ -84,6 +92,11 @@ def parse_fail_under(text: str, suites: Sequence[str]) -> RecallGate:
         if suite in per_suite:
             raise BadInput(f"--fail-under: suite {suite!r} given twice")
         per_suite[suite] = _threshold(value, suite)
+    if overall is not None and suites and all(is_baseline(suite) for suite in suites):
+        raise BadInput(
+            "--fail-under: this run holds only no-context baselines, which are never gated (add their "
+            "suites, e.g. --suite needle,needle~nocontext)"
+        )
     return RecallGate(overall, per_suite)
 
 
@@ -131,7 +144,7 @@ def verdict(
     where: what every line starts with (compare: "variant B, "); sweep leaves it empty. scoring: the
     headline verdict the recall is computed with (recall_eval.frame.headline_frame)."""
     results = list(results)
-    from recall_eval.frame import frame_of, headline_frame
+    from recall_eval.frame import frame_of, headline_frame, without_baselines
     from recall_eval.stats import recall_table, score_table
 
     frame = headline_frame(frame_of([(None, results)]), scoring)
@@ -158,6 +171,7 @@ def verdict(
     if gate is None:
         return Verdict(EXIT_OK, ())
     lines = []
+    frame = without_baselines(frame)  # a no-context baseline is never gated
     scored = frame["metric"].notna()
     if gate.overall is not None:  # recall of the pass/miss suites; a run of scored suites only: its score
         if scored.all():
@@ -234,3 +248,22 @@ def compare_verdict(
             return Verdict(code, tuple(lines))
     unmet = [line for ending in endings for line in ending.lines] + [r.line() for r in regressions]
     return Verdict(EXIT_BELOW_GATE if unmet else EXIT_OK, tuple(unmet))
+
+
+def study_verdict(
+    cells: Sequence[tuple[str, Iterable[Result]]],
+    worse: Sequence[str],
+    gate: RecallGate | None = None,
+    scoring: str = "lenient",
+) -> Verdict:
+    """The exit code of a study that finished: 3 when a cell is significantly worse than the baseline
+    after correction (`worse`: one line each), else 4 for each cell below --fail-under (a cell with no
+    answer from a live model is below any gate), else 0."""
+    if worse:
+        return Verdict(EXIT_CELL_WORSE, tuple(worse))
+    if gate is None:
+        return Verdict(EXIT_OK, ())
+    lines = [
+        line for label, results in cells for line in verdict(results, gate, f"cell {label}, ", scoring).lines
+    ]
+    return Verdict(EXIT_BELOW_GATE if lines else EXIT_OK, tuple(lines))

@@ -19,7 +19,7 @@ from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
 from recall_eval.errors import BadInput, UserError
 from recall_eval.store import RUN_FILE, RunStore
 from recall_eval.target_facts import UNKNOWN, target_facts
-from recall_eval.types import RECALL_OUTCOMES, Result, Run
+from recall_eval.types import RECALL_OUTCOMES, Result, Run, is_baseline
 
 Scoring = Literal["lenient", "strict"]
 SCORINGS: tuple[Scoring, ...] = ("lenient", "strict")  # the headline verdict; lenient unless the user picks
@@ -60,12 +60,14 @@ RESULT_COLUMNS: dict[str, str] = {
     "prompt_tokens_source": "usage (the server's count) or calibration (the tokenizer's)",
     "calibrated_prompt_tokens": "prompt length measured by the tokenizer during calibration",
     "server_prompt_tokens": "prompt length the server counted for this request (empty: it gave no count)",
+    "server_prompt_tokens_source": "usage (its count in the answer), or the tokenizer endpoint that counted the prompt where it streams no usage",
     "length_error_tokens": "server_prompt_tokens - target_tokens",
     "length_off_target": "True when the server-counted length is more than 1% (at least 8 tokens) off target",
     "tokenizer": "what measured the calibration: server:/v1/tokenize or tiktoken:<encoding>",
     "needle_token_offset": "token offset of the fact's first token in the rendered prompt",
     "finish_reason": "stop, length, ... as the server reported it",
-    "completion_tokens": "server usage.completion_tokens (else the number of streamed chunks)",
+    "completion_tokens": "server usage.completion_tokens (else its tokenizer's count of the answer, else streamed chunks)",
+    "completion_tokens_source": "usage, tokenized (the server's tokenizer on the answer: it streams no usage) or chunks",
     "ttft_s": "request sent -> first content token, seconds (answered cases only)",
     "decode_gaps": "number of measured gaps between streamed chunks (tokens after the first)",
     "decode_time_s": "sum of those gaps, seconds",
@@ -172,12 +174,14 @@ def result_row(run: Run | None, result: Result) -> dict[str, Any]:
         prompt_tokens_source="usage" if usage_prompt else ("calibration" if prompt_tokens else None),
         calibrated_prompt_tokens=result.prompt_tokens,
         server_prompt_tokens=result.server_prompt_tokens,
+        server_prompt_tokens_source=result.server_prompt_tokens_source,
         length_error_tokens=result.length_error_tokens,
         length_off_target=result.length_off_target,
         tokenizer=result.tokenizer,
         needle_token_offset=result.needle_token_offset,
         finish_reason=completion.finish_reason if completion else None,
         completion_tokens=completion.completion_tokens if completion else None,
+        completion_tokens_source=completion.completion_tokens_source if completion else None,
         ttft_s=ttft,
         decode_gaps=len(completion.itl_s) if timed else None,
         decode_time_s=decode_time,
@@ -276,6 +280,14 @@ def headline_frame(frame: pd.DataFrame, scoring: Scoring = "lenient") -> pd.Data
         error=frame["strict_why"].where(frame["strict_why"].notna(), frame["error"]),
         headline_scoring=scoring,
     )
+
+
+def without_baselines(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a headline, an effective length or a gate is computed over: no-context baselines
+    (recall_eval.types.is_baseline) are shown beside their suites, never pooled in."""
+    if frame.empty:
+        return frame
+    return frame[~frame["suite"].map(is_baseline).astype(bool)]
 
 
 def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:

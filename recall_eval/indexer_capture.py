@@ -8,7 +8,9 @@ included; the same ids calibration measured the needle in), then sent as
 the text and output_ids so far (``--incremental-streaming-output`` deltas are handled too); the last
 one carries meta_info (finish_reason, prompt/completion tokens, indexer_topk). Streaming gives TTFT
 and inter-token gaps, timed from the /generate request (the tokenize round trip is not included),
-and per chunk the (output tokens, characters) marks that place the answer on output tokens.
+and per chunk the (output tokens, characters) marks that place the answer on output tokens. The gap
+ending with the chunk that carries indexer_topk is left out of the inter-token gaps: it holds the
+server's capture work (gathering and encoding every selection), not decoding; latency keeps it.
 
 Failures are RequestFailed with the kinds of recall_eval.chat_client, retried the same way.
 """
@@ -63,6 +65,8 @@ class _Stream:
     marks: list[tuple[int, int]] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # the chunk carrying meta_info.indexer_topk also brought tokens: its gap holds the server's capture work
+    capture_in_last_gap: bool = False
 
     def add(self, chunk: dict[str, Any], now: float) -> bool:
         meta = chunk.get("meta_info") if isinstance(chunk.get("meta_info"), dict) else {}
@@ -81,6 +85,7 @@ class _Stream:
         grew = len(self.ids) > before
         if grew:
             self.token_times.append(now)
+            self.capture_in_last_gap = "indexer_topk" in meta
         self.marks.append((len(self.ids), len(self.text)))
         if meta:
             self.meta = meta
@@ -140,6 +145,9 @@ class GenerateClient:
         meta = stream.meta
         answer, reasoning = split_thinking(stream.text)
         times = stream.token_times
+        # decode speed without the capture's time: the gap that ends with the chunk carrying the captured
+        # selections holds the server's work of gathering and encoding them (seconds at 4K), not decoding
+        gap_times = times[:-1] if stream.capture_in_last_gap and len(times) > 2 else times
         completion = Completion(
             text=answer,
             reasoning=reasoning,
@@ -147,7 +155,7 @@ class GenerateClient:
             prompt_tokens=meta.get("prompt_tokens", prompt_tokens),
             completion_tokens=meta.get("completion_tokens", len(stream.ids)),
             ttft_s=times[0] - sent if times else None,
-            itl_s=tuple(later - earlier for earlier, later in zip(times, times[1:], strict=False)),
+            itl_s=tuple(later - earlier for earlier, later in zip(gap_times, gap_times[1:], strict=False)),
             latency_s=closed - sent,
         )
         topk = meta.get("indexer_topk")

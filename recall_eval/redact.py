@@ -28,9 +28,13 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@"
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s'\",;]+")
 # name=value, name: value, 'name': 'value', "name": "value", name='value' (a Python repr)
 _ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=|:(?!//))\s*['\"]?)(?P<value>[^\s'\",;&?(){}\[\]]+)"
+    r"(?<![\w.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=|:(?!//))\s*['\"]?)(?P<value>[^\s'\",;&?(){}\[\]]+)"
 )
-_FLAG_WITH_VALUE = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)")
+# a flag starts a word of a command line: "1000-token target" and "the api-key header" are prose
+_FLAG_WITH_VALUE = re.compile(
+    r"(?<![^\s'\"(\[,=])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>[ =]+)(?P<value>[^\s'\"]+)"
+)
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MIN_SECRET_LEN = 4  # shorter "secrets" would mask ordinary text
 
 # /server_info (and /v1/models) fields kept in run.json: what reports and indexer-layout resolution
@@ -80,6 +84,7 @@ SERVER_INFO_FIELDS = frozenset(
         "kv_cache_bytes_per_token",
         "kv_pool_bytes",
         "memory_limit_gb",
+        "fault",
         "memory_limit_bytes",
         "memory_limit_kind",
         "endpoints",
@@ -131,7 +136,10 @@ class Redactor:
 
     @staticmethod
     def _assignment(match: re.Match[str]) -> str:
-        if is_secret_name(match.group("name")) and match.group("value").lower() not in ("bearer", "basic"):
+        value = match.group("value")
+        if match.group("sep").strip() == ":" and _NUMBER.fullmatch(value):
+            return match.group(0)  # "first token: 3.2 s" is a measurement, not a credential
+        if is_secret_name(match.group("name")) and value.lower() not in ("bearer", "basic"):
             return f"{match.group('name')}{match.group('sep')}{MASK}"
         return match.group(0)
 

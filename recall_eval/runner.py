@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from recall_eval.calibration import tolerance
+import httpx
+
+from recall_eval.adaptations import TOKEN_COUNTS
+from recall_eval.calibration import OFF_TARGET, tolerance
 from recall_eval.chat_client import ChatClient, RequestFailed
 from recall_eval.errors import UserError
 from recall_eval.event_stream import excerpt
@@ -36,8 +39,14 @@ from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import ECHO_WORDS, PromptText, cut_in_reasoning, score_completion
 from recall_eval.store import RunStore
+from recall_eval.tokenization import USAGE_TOKENIZER_NAME
 from recall_eval.turns import LaneTurns
 from recall_eval.types import Case, Completion, Outcome, Result, ServerDeath, ServerHandle
+
+
+def _counted_by_server(tokenizer: str | None) -> bool:
+    """A prompt length from the server's own tokenizer endpoint (not an estimate, not a usage probe)."""
+    return tokenizer is not None and tokenizer.startswith("server:/") and tokenizer != USAGE_TOKENIZER_NAME
 
 
 class SweepStopped(UserError):
@@ -50,7 +59,9 @@ class RunnerSettings:
     max_tokens: int = 32
     case_budgets: bool = False  # each case's own answer budget where it has one (RunSpec.case_budgets)
     concurrency: int = 1
-    context_limit: int | None = None  # prompts of this many tokens or more are too_long without a request
+    # the server's context (prompt + answer): a case whose prompt and answer budget exceed it is too_long,
+    # not sent
+    context_limit: int | None = None
     max_consecutive_deaths: int = 3
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
@@ -115,6 +126,7 @@ class Runner:
         capture: IndexerCapture | None = None,
         replicas: Sequence[Replica] | None = None,
         turns: LaneTurns | None = None,
+        answer_counter: Callable[[str], Awaitable[int]] | None = None,
     ):
         self.store = store
         self.client = client
@@ -125,6 +137,9 @@ class Runner:
         self.hooks = hooks or RunnerHooks()
         self.capture = capture  # --capture-indexer: requests go to /generate and results get coverage
         self.turns = turns  # runners running at once (interleaved compare): requests start in turn
+        # the server's plain-text token count (tokenization.answer_counter): an answer's tokens where the
+        # server streams no usage
+        self.answer_counter = answer_counter
         # set once a reasoning server is seen (thinking_max_tokens); from the start when a resume learned it
         self.thinking_budget: int | None = settings.thinking_max_tokens if settings.thinking_learned else None
 
@@ -190,6 +205,10 @@ class Runner:
     ) -> Result:
         params = dict(case.params)
         served = completion.prompt_tokens if completion is not None else None
+        source = "usage" if served is not None else None
+        if served is None and completion is not None and _counted_by_server(case.tokenizer):
+            # no usage: the server's own tokenizer endpoint counted this very prompt at calibration
+            served, source = case.prompt_tokens, case.tokenizer
         off = served - case.target_tokens if served is not None else None
         if case.needle_token_end is not None:
             params["needle_token_end"] = case.needle_token_end
@@ -213,11 +232,16 @@ class Runner:
             finished_at=time.time(),
             params=params,
             server_prompt_tokens=served,
+            server_prompt_tokens_source=source,
             length_error_tokens=off,
             # a case sent as it is (a prepared file's row, a no-context baseline) has no length to be off
-            length_off_target=off is not None
-            and abs(off) > tolerance(case.target_tokens)
-            and case.params.get("grid") not in ("none", "baseline"),
+            # calibration could not reach the target within tolerance (params["off_target"] says why)
+            length_off_target=bool(case.params.get(OFF_TARGET))
+            or (
+                off is not None
+                and abs(off) > tolerance(case.target_tokens)
+                and case.params.get("grid") not in ("none", "baseline")
+            ),
             endpoint=endpoint,
             max_tokens=self._budget(case),
         )
@@ -231,10 +255,8 @@ class Runner:
             return self._result(case, "not_applicable", started_at, error=case.not_applicable), None
         if case.too_long is not None:  # calibration: the server refused it as longer than its context
             return self._result(case, "too_long", started_at, error=case.too_long), None
-        limit = self.settings.context_limit
-        length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
-        if limit is not None and length >= limit:
-            reason = f"prompt of {length} tokens does not fit the server's context length ({limit} tokens); not sent"
+        reason = self._does_not_fit(case)
+        if reason is not None:
             return self._result(case, "too_long", started_at, error=reason), None
         client = client or self.client
         endpoint = client.endpoint.base_url
@@ -256,6 +278,7 @@ class Runner:
             return result.model_copy(update={"endpoint": endpoint}), died_on
         self._served()
         state.consecutive_deaths = 0
+        completion = await self._counted(case, completion)
         score = None
         if case.metric is not None:  # a scored case: graded by its metric (recall_eval.metrics), one verdict
             outcome, why, score = score_metric(completion, case.metric, case.expected, case.params)
@@ -276,6 +299,47 @@ class Runner:
         if self.capture is not None and generation is not None:
             result = result.model_copy(update={"coverage": self.capture.coverage(case, generation, outcome)})
         return result, None
+
+    async def _counted(self, case: Case, completion: Completion) -> Completion:
+        """Where the server streamed no usage: the answer's tokens counted by the server's tokenizer
+        (instead of its chunks), said once for the run with where each number comes from."""
+        if completion.completion_tokens_source != "chunks" or self.answer_counter is None:
+            return completion
+        try:
+            tokens = await self.answer_counter(completion.reasoning + completion.text)
+        except (UserError, httpx.HTTPError, ValueError):
+            return completion  # the chunk count stays, marked as such
+        prompt = (
+            f"prompt lengths are its {case.tokenizer} counts"
+            if completion.prompt_tokens is None and _counted_by_server(case.tokenizer)
+            else "prompt lengths are its usage counts"
+        )
+        self.hooks.on_adapted(
+            TOKEN_COUNTS,
+            f"the server streams no usage.completion_tokens: completion tokens are its tokenizer's count of each "
+            f"answer (not streamed chunks); {prompt} (results: completion_tokens_source, "
+            "server_prompt_tokens_source)",
+        )
+        return completion.model_copy(
+            update={"completion_tokens": tokens, "completion_tokens_source": "tokenized"}
+        )
+
+    def _does_not_fit(self, case: Case) -> str | None:
+        """Why the case's prompt and its answer budget together do not fit the server's context (a
+        prompt that fits alone would get its answer cut after a few tokens and read as `truncated`);
+        None when they fit or the context is unknown."""
+        limit = self.settings.context_limit
+        if limit is None:
+            return None
+        length = case.prompt_tokens if case.prompt_tokens is not None else case.target_tokens
+        budget = self._budget(case)
+        over = length + budget - limit
+        if over <= 0:
+            return None
+        return (
+            f"prompt of {length} tokens + answer budget of {budget} tokens is {over} tokens over the server's "
+            f"context length ({limit} tokens); not sent"
+        )
 
     async def _send(
         self, case: Case, budget: int, client: ChatClient, give_up: Callable[[], bool]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, bootstrap, ttest_1samp, wilcoxon
+from scipy.stats import binomtest, bootstrap, quantile_test, ttest_1samp, wilcoxon
 
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES
 
@@ -124,9 +124,46 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni step-down adjusted p-values of one family of tests, in the input order.
+
+    Sorted ascending, the i-th smallest (0-based) of m is multiplied by m - i, the running maximum is
+    kept (adjusted p-values never decrease with rank) and capped at 1. Rejecting where the adjusted p is
+    below alpha controls the family-wise error rate at alpha (Holm 1979), under any dependence.
+    """
+    values = np.asarray(p_values, dtype=float)
+    if values.size == 0:
+        return []
+    order = np.argsort(values, kind="stable")
+    scaled = values[order] * (values.size - np.arange(values.size))
+    adjusted = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    result = np.empty_like(adjusted)
+    result[order] = adjusted
+    return [float(p) for p in result]
+
+
 def sign_test(better: int, worse: int) -> float:
     """Two-sided exact sign test (ties left out): the same binomial test as McNemar's."""
     return mcnemar_exact(better, worse)
+
+
+def median_sign_test(
+    changes: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
+) -> tuple[float, tuple[float, float] | None] | None:
+    """The sign test of "median change = 0" and its own interval for the median (scipy.stats.quantile_test
+    at the median: the binomial test on the signs, inverted over order statistics), so the interval
+    excludes 0 exactly when p < 1 - confidence: one test for both the p-value and the interval. The
+    interval is None where too few cases bound it. Ties (no change) are left out, as in sign_test. None
+    when no case changed."""
+    array = np.asarray(changes, dtype=float)
+    array = array[~np.isnan(array) & (array != 0)]
+    if not array.size:
+        return None
+    result = quantile_test(array, q=0.0, p=0.5)
+    interval = result.confidence_interval(confidence_level=confidence)
+    low, high = float(interval.low), float(interval.high)
+    bounded = not (np.isnan(low) or np.isnan(high))
+    return float(result.pvalue), ((low, high) if bounded else None)
 
 
 def matched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
@@ -270,6 +307,14 @@ def percentile(values: Sequence[float] | pd.Series, q: float) -> float | None:
     return float(np.percentile(array, q)) if array.size else None
 
 
+def median_ci(
+    values: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Bootstrap percentile interval of the median of per-case values (a cell's TTFT or decode tok/s):
+    the same resampling as median_change_ci, which it is."""
+    return median_change_ci(values, confidence)
+
+
 def median_change_ci(
     changes: Sequence[float] | pd.Series, confidence: float = CONFIDENCE
 ) -> tuple[float, float] | None:
@@ -294,3 +339,39 @@ def median_change_ci(
         rng=np.random.default_rng(BOOTSTRAP_SEED),
     )
     return (float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (step-down, family-wise error rate kept at any alpha): the k-th smallest
+    p times (m - k + 1), made monotone and capped at 1; a test fails at alpha when its adjusted p is
+    below alpha. Holm, Scand. J. Statist. 6 (1979) 65-70."""
+    m = len(p_values)
+    order = np.argsort(np.asarray(p_values, dtype=float), kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
+        adjusted[index] = running
+    return [float(value) for value in adjusted]
+
+
+def paired_drop_interval(
+    test: PairedTest, confidence: float = CONFIDENCE
+) -> tuple[float, float, float] | None:
+    """The drop in recall from A to B on the paired cases, (drop, low, high) with its interval: Newcombe's
+    hybrid score interval for a difference of paired proportions (Stat. Med. 17 (1998) 2635-2650,
+    method 10), built from the two Wilson intervals and the phi correlation of the pairs. None when
+    nothing is paired."""
+    a, b, c, d = test.both_pass, test.lost, test.gained, test.both_fail
+    n = a + b + c + d
+    if n == 0:
+        return None
+    p1, p2 = (a + b) / n, (a + c) / n  # recall of A, of B
+    l1, u1 = wilson_interval(a + b, n, confidence) or (p1, p1)
+    l2, u2 = wilson_interval(a + c, n, confidence) or (p2, p2)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = (a * d - b * c) / np.sqrt(margins) if margins else 0.0
+    drop = p1 - p2
+    low = drop - np.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = drop + np.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return float(drop), float(max(-1.0, low)), float(min(1.0, high))

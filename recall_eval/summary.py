@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from recall_eval.formatting import percent, recall_text
+from recall_eval.frame import without_baselines
 from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.stats import effective_length_of, recall_table, score_table
-from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES
+from recall_eval.types import INFRA_OUTCOMES, RECALL_OUTCOMES, is_baseline
 
 
 def effective_lengths(frame: pd.DataFrame) -> dict[str, int | None]:
@@ -18,12 +19,15 @@ def effective_lengths(frame: pd.DataFrame) -> dict[str, int | None]:
 def summary_line(frame: pd.DataFrame) -> str:
     """e.g. 'recall 95.0% (Wilson 87.8%-98.0%), 76 passed of 80 answered, strict 93.8% · effective length
     needle 8,000 · pass 76, miss 4 · too_long 2'. Over several pass/miss suites the recall says `pooled` and
-    each suite's own follows it; scored suites (recall_eval.metrics) give a score instead."""
+    each suite's own follows it; scored suites (recall_eval.metrics) give a score instead. A no-context
+    baseline (needle~nocontext) is in none of these: its own figure follows, marked `baseline`."""
+    outcomes = frame
+    baselines = _baselines_text(frame)
+    frame = without_baselines(frame)
     scored = frame["metric"].notna() if "metric" in frame else pd.Series(False, index=frame.index)
     score_head = _score_text(frame[scored]) if scored.any() else ""
     if scored.all() and score_head:  # only scored suites: no recall to state (recall is for pass/miss suites)
-        return " · ".join(part for part in (score_head, _counts_text(frame)) if part)
-    outcomes = frame
+        return " · ".join(part for part in (score_head, baselines, _counts_text(outcomes)) if part)
     frame = frame[~scored]
     overall = recall_table(frame).iloc[0]
     passes, answered = int(overall["passes"]), int(overall["answered"])
@@ -48,8 +52,31 @@ def summary_line(frame: pd.DataFrame) -> str:
         )
     else:
         head, lengths = "recall n/a (no answer from a live model)", ""
-    parts = (head, f"effective length {lengths}" if lengths else "", score_head, _counts_text(outcomes))
+    if not len(frame) and baselines:  # baselines only: their figures are the whole story
+        head = ""
+    parts = (
+        head,
+        f"effective length {lengths}" if lengths else "",
+        score_head,
+        baselines,
+        _counts_text(outcomes),
+    )
     return " · ".join(part for part in parts if part)
+
+
+def _baselines_text(frame: pd.DataFrame) -> str:
+    """'baseline needle~nocontext 0.0%, niah_single_1~nocontext score 0.0': each no-context baseline's own
+    recall (pass/miss) or mean score, never pooled with its suite."""
+    parts = []
+    for suite, part in frame[frame["suite"].map(is_baseline).astype(bool)].groupby("suite", sort=False):
+        if part["metric"].notna().any():
+            table = score_table(part).iloc[0]
+            value = f"score {100 * table['score']:.1f}" if table["answered"] else "score n/a"
+        else:
+            table = recall_table(part).iloc[0]
+            value = percent(table["recall"] if table["answered"] else None)
+        parts.append(f"{suite} {value}")
+    return f"baseline {', '.join(parts)}" if parts else ""
 
 
 def _score_text(scored: pd.DataFrame) -> str:

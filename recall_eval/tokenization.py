@@ -5,13 +5,17 @@ probe_tokenizer() tries, in order, and keeps the first that answers a chat reque
   VllmTokenizer     vLLM's POST /tokenize with `messages` and add_generation_prompt
   LlamaCppTokenizer llama.cpp's POST /apply-template (the chat template) + POST /tokenize of that
                     prompt with add_special, which is how its chat endpoint tokenizes
+  ExtrasTokenizer   llama-cpp-python's POST /extras/tokenize of the messages' text, plus the chat
+                    template's tokens learned once from two usage counts
   UsageTokenizer    any OpenAI-compatible server that reports usage: a non-streamed max_tokens=1
                     request per measurement, counted by usage.prompt_tokens (exact counts; token ids
                     unknown, so needle offsets are counted on the prompt cut before the needle)
   TiktokenTokenizer the last resort: cl100k_base from the offline package (never downloads) with
                     the chat template approximated as OpenAI documents it (3 tokens per message +
                     the role, 3 to prime the reply). Its lengths are estimates; the run says so.
-Every case records which of these measured it (Case.tokenizer / Result.tokenizer).
+Every case records which of these measured it (Case.tokenizer / Result.tokenizer). A way with a plain-text
+count (`count_text`: llama.cpp's /tokenize, /extras/tokenize) also counts an answer's tokens where the
+server streams no usage (answer_counter).
 
 Counts are checked before they are trusted: a way of counting is kept only when a longer prompt counts
 more than a short one (a gateway that reports a constant or zero usage.prompt_tokens is passed over, and
@@ -25,6 +29,7 @@ chat_template_kwargs).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -38,6 +43,7 @@ from recall_eval.types import ChatMessage, Endpoint
 SERVER_TOKENIZER_NAME = "server:/v1/tokenize"
 VLLM_TOKENIZER_NAME = "server:/tokenize"
 LLAMACPP_TOKENIZER_NAME = "server:/apply-template+/tokenize"
+EXTRAS_TOKENIZER_NAME = "server:/extras/tokenize"
 USAGE_TOKENIZER_NAME = "server:usage.prompt_tokens"
 TIKTOKEN_NAME = "tiktoken:cl100k_base"
 ESTIMATE_PREFIX = "tiktoken:"  # a tokenizer name starting with this gives estimated lengths
@@ -48,6 +54,11 @@ _TEMPLATE_TOKEN = -1  # stands for an approximated template token in tiktoken to
 _UNKNOWN_ID = -2  # stands for a token counted by the server whose id it did not say
 _PROBE = (ChatMessage(role="user", content="Hello."),)
 # a longer prompt: a count that does not grow by at least MIN_GROWTH over _PROBE's is not trusted
+_PROBE_TURNS = (  # a 3-message chat: with _PROBE, the chat template's tokens per message
+    ChatMessage(role="user", content="Hello."),
+    ChatMessage(role="assistant", content="Hi."),
+    ChatMessage(role="user", content="Hello again."),
+)
 _PROBE_LONG = (ChatMessage(role="user", content=" ".join(["Hello there, how are you today?"] * 40)),)
 MIN_GROWTH = 100
 _RETRY = RetryPolicy()
@@ -188,6 +199,64 @@ class LlamaCppTokenizer(_ServerCounter):
             raise UserError(f"{self.root}/tokenize answered without a token list")
         return ids
 
+    async def count_text(self, text: str) -> int:
+        """Tokens of a plain text (an answer), no special tokens added."""
+        data = await self._post("/tokenize", {"content": text, "add_special": False})
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            raise UserError(f"{self.root}/tokenize answered without a token list")
+        return len(tokens)
+
+
+class ExtrasTokenizer(_ServerCounter):
+    """llama-cpp-python's POST /extras/tokenize ({"input": text} -> {"tokens": [...]}, BOS included): the
+    server's own tokenizer on the messages' text. It has no chat-template endpoint, so the template's
+    tokens are learned once from two non-streamed max_tokens=1 requests (usage.prompt_tokens of a 1- and a
+    3-message chat, against the tokenized text of each): overhead = fixed + per_message x messages. The
+    template tokens are placed after the text, so a prompt cut before the needle shares the text's prefix."""
+
+    name = EXTRAS_TOKENIZER_NAME
+
+    def __init__(self, endpoint: Endpoint, http: httpx.AsyncClient, knobs: dict[str, Any] | None = None):
+        super().__init__(endpoint, http, knobs)
+        self._template: tuple[float, float] | None = None  # (fixed, per message) tokens
+        self._bare: int | None = None  # tokens of the empty text (BOS)
+
+    async def _text_ids(self, text: str) -> list[int]:
+        data = await self._post("/extras/tokenize", {"model": self.endpoint.model, "input": text})
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+            return tokens
+        raise UserError(f"{self.root}/extras/tokenize answered without a token list")
+
+    @staticmethod
+    def _text(messages: tuple[ChatMessage, ...]) -> str:
+        return "\n".join(message.content for message in messages)
+
+    async def _learn_template(self) -> tuple[float, float]:
+        if self._template is None:
+            probes = (_PROBE, _PROBE_TURNS)
+            # the endpoint first: a server without it costs no usage request
+            texts = [len(await self._text_ids(self._text(probe))) for probe in probes]
+            usage = UsageTokenizer(self.endpoint, self.http, self.knobs)
+            counts = [
+                await usage.count_messages(probe) - text for probe, text in zip(probes, texts, strict=True)
+            ]
+            per_message = (counts[1] - counts[0]) / (len(_PROBE_TURNS) - len(_PROBE))
+            self._template = (counts[0] - per_message * len(_PROBE), per_message)
+        return self._template
+
+    async def tokenize_messages(self, messages: tuple[ChatMessage, ...]) -> list[int]:
+        fixed, per_message = await self._learn_template()
+        overhead = max(0, round(fixed + per_message * len(messages)))
+        return await self._text_ids(self._text(messages)) + [_TEMPLATE_TOKEN] * overhead
+
+    async def count_text(self, text: str) -> int:
+        """Tokens of a plain text (an answer), without the BOS the endpoint adds."""
+        if self._bare is None:
+            self._bare = len(await self._text_ids(""))
+        return max(0, len(await self._text_ids(text)) - self._bare)
+
 
 class UsageTokenizer(_ServerCounter):
     """Counts by asking for one generated token and reading usage.prompt_tokens (costs a prefill)."""
@@ -245,6 +314,12 @@ class TiktokenTokenizer:
         return len(self._tokens(messages))
 
 
+def answer_counter(tokenizer: TokenCounter) -> Callable[[str], Awaitable[int]] | None:
+    """The tokenizer's plain-text count (an answer's tokens where the server streams no usage), if any."""
+    count = getattr(tokenizer, "count_text", None)
+    return count if callable(count) else None
+
+
 async def probe_tokenizer(
     endpoint: Endpoint,
     http: httpx.AsyncClient,
@@ -262,6 +337,7 @@ async def probe_tokenizer(
         SglangTokenizer(endpoint, http, knobs),
         VllmTokenizer(endpoint, http, knobs),
         LlamaCppTokenizer(endpoint, http, knobs),
+        ExtrasTokenizer(endpoint, http, knobs),
     ]
     if allow_usage:
         candidates.append(UsageTokenizer(endpoint, http, knobs))

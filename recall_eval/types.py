@@ -23,6 +23,15 @@ INFRA_OUTCOMES: tuple[Outcome, ...] = ("too_long", "oom", "crash", "timeout", "e
 # Neither: the cell cannot be built at its length (the suite's smallest prompt is longer); never sent,
 # never counted in recall, shown as N/A with Result.error saying why.
 NOT_APPLICABLE_OUTCOMES: tuple[Outcome, ...] = ("not_applicable",)
+# A suite's no-context baseline (`needle~nocontext`): its questions without their haystacks. Shown beside
+# its suite, never part of a headline recall or score, an effective length or a gate.
+NO_CONTEXT_SUFFIX = "~nocontext"
+
+
+def is_baseline(suite: str) -> bool:
+    """True for a no-context baseline suite's name."""
+    return suite.endswith(NO_CONTEXT_SUFFIX)
+
 
 Role = Literal["system", "user", "assistant"]
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
@@ -145,6 +154,10 @@ class Completion(_Frozen):
     finish_reason: str | None = None  # "stop", "length", ... as the server reported it
     prompt_tokens: int | None = None  # server usage.prompt_tokens
     completion_tokens: int | None = None  # server usage.completion_tokens (else counted content chunks)
+    # where completion_tokens came from: "usage" (the server's), "tokenized" (the server's tokenizer on the
+    # answer, where it streamed no usage) or "chunks" (streamed chunks counted: neither was available);
+    # None in results stored before this was recorded
+    completion_tokens_source: Literal["usage", "tokenized", "chunks"] | None = None
     ttft_s: float | None = None  # request sent -> first content token
     # gaps between successive content chunks: one gap per token after the first streamed one (SGLang
     # and the reference engine send one token per chunk; an end token that streams no text has no gap)
@@ -192,8 +205,11 @@ class Result(_Frozen):
     started_at: float  # unix time
     finished_at: float  # unix time
     params: dict[str, Any] = Field(default_factory=dict)  # copy of Case.params for reports
-    # the prompt length the server itself counted for this request (usage.prompt_tokens), if it said
+    # the prompt length the server itself counted for this request (usage.prompt_tokens), or where it
+    # streams no usage its tokenizer endpoint's count of this prompt (see server_prompt_tokens_source)
     server_prompt_tokens: int | None = None
+    # "usage", or the tokenizer endpoint that counted it (Case.tokenizer: server:/extras/tokenize, ...)
+    server_prompt_tokens_source: str | None = None
     # server_prompt_tokens - target_tokens; None when the server gave no count
     length_error_tokens: int | None = None
     # the server's count is off the target by more than tolerance (1%, at least 8 tokens): reports flag it
@@ -240,6 +256,9 @@ class Profile(_Frozen):
     dsa_decode_backend: str | None = None
     memory_limit_gb: float | None = None  # reference engine only: a real cap on the process's memory
     enable_return_indexer_topk: bool = False
+    # reference engine only: a planted indexer-kernel bug (launchers/reference/faults.py), to show that a
+    # gate catches it; None (no fault) unless a profile or a compare variant (fault=NAME) sets one
+    fault: str | None = None
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = 900.0

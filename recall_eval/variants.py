@@ -14,6 +14,7 @@ Syntax (the variant's label is the argument text, verbatim):
             | tp=N                        tensor-parallel size
             | page=N                      KV page size
             | dtype=fp8|bf16|fp4          the long form of the precision words
+            | fault=NAME                  a planted indexer bug of the reference engine (its --help lists them)
             | effort=low|medium|high      reasoning_effort sent with every request
             | think=on|off                the chat template's thinking switch (chat_template_kwargs
                                           {"thinking": .., "enable_thinking": ..}: DeepSeek's and Qwen's names)
@@ -70,6 +71,12 @@ def _dtype(text: str) -> str:
     return text
 
 
+def _name(text: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", text):
+        raise ValueError("must be a lowercase name")
+    return text
+
+
 # key -> (Profile field, value parser, what the value is)
 OVERRIDE_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "topk": ("index_topk", _whole(1), "a whole number >= 1"),
@@ -78,6 +85,7 @@ OVERRIDE_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {
     "tp": ("tp", _whole(1), "a whole number >= 1"),
     "page": ("page_size", _whole(1), "a whole number >= 1"),
     "dtype": ("index_k_dtype", _dtype, f"one of {', '.join(DTYPE_WORDS)}"),
+    "fault": ("fault", _name, "a planted fault's name (the reference server's --fault lists them)"),
 }
 EFFORTS = ("low", "medium", "high")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from recall_eval.frame import frame_of
+from recall_eval.frame import frame_of, without_baselines
 from recall_eval.stats import EFFECTIVE_RECALL, effective_length_of, percentile, recall_table, score_table
 from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Outcome, Result
 
@@ -180,8 +180,12 @@ def recall_by_length(data: ResultsLike) -> dict[int, float | None]:
 
 
 def summarize(data: ResultsLike, threshold: float = EFFECTIVE_RECALL, planned: Iterable[str] = ()) -> Summary:
-    """Headline numbers; per-suite effective lengths in the order of suites_in(data, planned)."""
+    """Headline numbers; per-suite effective lengths in the order of suites_in(data, planned). No-context
+    baselines are left out (shown in their own sections beside their suites), unless the data holds
+    nothing else (a baseline's own section)."""
     frame = as_frame(data)
+    headline = without_baselines(frame)
+    frame = headline if len(headline) else frame
     overall = recall_table(frame).iloc[0]
     by_suite = {
         suite: effective_length_of(frame[frame["suite"] == suite], threshold)

@@ -70,6 +70,23 @@ def _recall_sentence(pair: PairFrame) -> str:
     )
 
 
+def _effective_lengths(a: VariantFrame, b: VariantFrame) -> str:
+    """'effective length 8,000 → 4,000 tokens'; over several suites each suite's own that changed
+    ('effective length needle 8,000 → 4,000, config 2,000 → none tokens'), never the pooled figure as if
+    it were one suite's."""
+    own_a, own_b = a.recall_summary.suite_effective_lengths, b.recall_summary.suite_effective_lengths
+    if not (a.recall_summary.pooled or b.recall_summary.pooled):
+        if a.effective_length == b.effective_length:
+            return ""
+        return f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
+    changed = [
+        f"{suite} {format_length(own_a.get(suite))} → {format_length(own_b.get(suite))}"
+        for suite in dict.fromkeys([*own_a, *own_b])
+        if own_a.get(suite) != own_b.get(suite)
+    ]
+    return f"effective length {', '.join(changed)} tokens" if changed else ""
+
+
 def _infra_of(frame: VariantFrame) -> str:
     parts = [f"{frame.summary.outcomes[o]} {o}" for o in INFRA_OUTCOMES if frame.summary.outcomes.get(o)]
     return ", ".join(parts) if parts else "none"
@@ -78,10 +95,9 @@ def _infra_of(frame: VariantFrame) -> str:
 def _details(pair: PairFrame) -> list[str]:
     details: list[str] = []
     a, b = pair.a, pair.b
-    if a.effective_length != b.effective_length:
-        details.append(
-            f"effective length {format_length(a.effective_length)} → {format_length(b.effective_length)} tokens"
-        )
+    lengths = _effective_lengths(a, b)
+    if lengths:
+        details.append(lengths)
     speeds = _speed_clause(pair)
     if speeds:
         details.append(speeds)

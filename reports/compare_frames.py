@@ -22,10 +22,10 @@ from recall_eval.stats import (
     ScoredPairedTest,
     matched,
     median_change_ci,
+    median_sign_test,
     paired_test,
     percentile,
     scored_paired_test,
-    sign_test,
 )
 from recall_eval.target_facts import find_key, target_facts
 from recall_eval.types import Result, Run
@@ -84,7 +84,9 @@ class SpeedChange:
 
     cases: int  # cases with the metric measured under both
     median_change_pct: float | None  # median over cases of (B - A) / A, in percent
-    ci_low_pct: float | None  # 95% bootstrap interval of that median (stats.median_change_ci)
+    # 95% interval of that median: the sign test's own (stats.median_sign_test) for interleaved runs, a
+    # bootstrap interval of the spread (stats.median_change_ci) for sequential ones
+    ci_low_pct: float | None
     ci_high_pct: float | None
     better: int  # cases where B was better (for TTFT: lower); ties left out
     worse: int
@@ -102,7 +104,11 @@ def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[s
         pct = ((vb - va) / va * 100.0)[va > 0]
         up, down = int((vb > va).sum()), int((vb < va).sum())
         better, worse = (up, down) if higher_is_better else (down, up)
-        ci = median_change_ci(pct)
+        # interleaved: the sign test gives the p-value and its own interval of the median (one test, so the
+        # interval excludes 0 exactly when the change is significant); sequential: a bootstrap interval
+        # of the spread, no p-value
+        tested = median_sign_test(pct) if interleaved else None
+        ci = tested[1] if tested is not None else (None if interleaved else median_change_ci(pct))
         changes[name] = SpeedChange(
             cases=len(pairs),
             median_change_pct=percentile(pct, 50),
@@ -110,7 +116,7 @@ def speed_changes(a: pd.DataFrame, b: pd.DataFrame, interleaved: bool) -> dict[s
             ci_high_pct=ci[1] if ci else None,
             better=better,
             worse=worse,
-            p_value=sign_test(better, worse) if interleaved and better + worse else None,
+            p_value=tested[0] if tested is not None else None,
         )
     return changes
 

@@ -28,6 +28,8 @@ quiet_pip() {
 
 # torch==2.13.0 is PyPI's CPU build; the package allows 2.14 too (what the [sglang] extra needs).
 quiet_pip -e '.[test]' torch==2.13.0
+# junitparser (in the test extra too): the CI gate's tests read --junit files with it, as CI systems do
+quiet_pip junitparser==5.0.3
 # SGLang itself, without its CUDA stack: only its parser and torch references are imported in tests.
 # sglang-router's own parser checks the PD router argv; transformers is pinned as sglang 0.5.23 pins it.
 quiet_pip --no-deps sglang==0.5.23 sglang-router==0.3.2 apache-tvm-ffi==0.1.11 compressed-tensors==0.18.0

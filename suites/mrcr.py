@@ -158,33 +158,43 @@ def mrcr_recipes(
 ) -> list[MrcrRecipe]:
     """One recipe per (length, depth, trial) cell of the mrcr_<needles> suite."""
     check_grid(lengths, depths, trials, seed)
-    suite = f"{FAMILY}_{needles}"
-    recipes = []
-    for cell in grid_cells(lengths, depths, trials):
-        rng = derive_rng(FAMILY, VERSION, needles, seed, cell.trial, cell.target_tokens, cell.depth_percent)
-        form, topic = rng.choice(FORMS), rng.choice(lx.THINGS)
-        prefix = "".join(rng.choices(string.ascii_letters + string.digits, k=PREFIX_CHARS))
-        answers = tuple(_answer(rng) for _ in range(needles))
-        fractions = sorted([cell.depth_percent / 100, *(rng.random() for _ in range(needles - 1))])
-        asked = fractions.index(cell.depth_percent / 100)
-        stream_rng = random.Random(rng.getrandbits(64))
-        recipes.append(
-            MrcrRecipe(
-                suite=suite,
-                target_tokens=cell.target_tokens,
-                depth_percent=cell.depth_percent,
-                trial=cell.trial,
-                seed=seed,
-                form=form,
-                topic=topic,
-                prefix=prefix,
-                answers=answers,
-                asked=asked,
-                fractions=tuple(fractions),
-                distractors=Stream(stream_rng, lambda r, f=form, t=topic: _distractor(f, t, r)),
-            )
+    return [
+        make_mrcr_recipe(
+            needles,
+            cell.target_tokens,
+            cell.depth_percent,
+            cell.trial,
+            seed,
+            derive_rng(FAMILY, VERSION, needles, seed, cell.trial, cell.target_tokens, cell.depth_percent),
         )
-    return recipes
+        for cell in grid_cells(lengths, depths, trials)
+    ]
+
+
+def make_mrcr_recipe(
+    needles: int, target_tokens: int, depth_percent: float, trial: int, seed: int, rng: random.Random
+) -> MrcrRecipe:
+    """One mrcr_<needles> case drawn from `rng` (the suite's cells, and the training corpus's documents)."""
+    form, topic = rng.choice(FORMS), rng.choice(lx.THINGS)
+    prefix = "".join(rng.choices(string.ascii_letters + string.digits, k=PREFIX_CHARS))
+    answers = tuple(_answer(rng) for _ in range(needles))
+    fractions = sorted([depth_percent / 100, *(rng.random() for _ in range(needles - 1))])
+    asked = fractions.index(depth_percent / 100)
+    stream_rng = random.Random(rng.getrandbits(64))
+    return MrcrRecipe(
+        suite=f"{FAMILY}_{needles}",
+        target_tokens=target_tokens,
+        depth_percent=depth_percent,
+        trial=trial,
+        seed=seed,
+        form=form,
+        topic=topic,
+        prefix=prefix,
+        answers=answers,
+        asked=asked,
+        fractions=tuple(fractions),
+        distractors=Stream(stream_rng, lambda r, f=form, t=topic: _distractor(f, t, r)),
+    )
 
 
 for _needles in NEEDLE_COUNTS:  # `mrcr` selects mrcr_2, mrcr_4, mrcr_8

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from recall_eval.errors import BadInput
-from recall_eval.types import Case, CaseRecipe
+from recall_eval.types import NO_CONTEXT_SUFFIX, Case, CaseRecipe
 from suites.registry import REGISTRY, Registry
 from suites.seeding import stable_id
 
-SUFFIX = "~nocontext"
+SUFFIX = NO_CONTEXT_SUFFIX
 
 
 def has_baseline(recipe: Any) -> bool:

@@ -29,8 +29,11 @@ from suites.config_recall import ConfigStream, FlatEntry, make_config_recipe
 from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import MAX_EVAL_SEED
+from suites.mrcr import NEEDLE_COUNTS as MRCR_NEEDLE_COUNTS
+from suites.mrcr import make_mrcr_recipe
 from suites.multi_turn import VARIANTS, MultiTurnRecipe, make_multi_turn_recipe
 from suites.needle import NEEDLE_TEMPLATES, make_needle_recipe
+from suites.ruler_niah import NIAH_TASKS, make_niah_recipe
 from suites.seeding import derive_rng
 from suites.values import key_name, unique_code_value
 
@@ -205,14 +208,21 @@ def _config_level_case(
     return recipe.render(filler_words // WORDS_PER_CONFIG_ENTRY)
 
 
-def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+def _multi_turn_case(
+    seed: int,
+    index: int,
+    filler_words: int,
+    depth: float,
+    taken: set[str],
+    variants: Sequence[str] = VARIANTS,
+) -> Case:
     recipe: MultiTurnRecipe = make_multi_turn_recipe(
         target_tokens=0,
         depth_percent=depth,
         trial=index,
         seed=seed,
         pool="train",
-        variant=VARIANTS[derive_rng("train-variant", seed, index).randrange(len(VARIANTS))],
+        variant=variants[derive_rng("train-variant", seed, index).randrange(len(variants))],
         dialogue=FillerDialogue(FillerText(f"train:multiturn:{seed}:{index}")),
         taken_values=taken,
     )
@@ -221,12 +231,55 @@ def _multi_turn_case(seed: int, index: int, filler_words: int, depth: float, tak
     return recipe.render(filler_words)
 
 
+# Tokens per filler word with the reference model's tokenizer (measured on 1,000 filler words of each
+# task, stage 11): prose 1.19; noise lines 1.87; distractor needles with number values 3.58, with uuid
+# keys and values 10.19.
+PROSE_TOKENS_PER_WORD = 1.19
+NIAH_TOKENS_PER_WORD = {"niah_single_1": 1.87, "niah_multikey_2": 3.58, "niah_multikey_3": 10.19}
+
+
+def _ruler_niah_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    """One of RULER's needle-in-a-haystack tasks as the `ruler` suite renders it (noise, distractor-needle
+    and prose haystacks; number and uuid values; multi-key, multi-value, multi-query), tasks in equal
+    shares. Its values are drawn from the document's own stream (training seeds are never evaluation
+    seeds); the answer is every asked value, in the order the question lists them, comma-separated."""
+    rng = derive_rng("train-ruler-niah", seed, index)
+    task = sorted(NIAH_TASKS)[rng.randrange(len(NIAH_TASKS))]
+    # haystacks of distractor needles or noise lines cost more tokens per filler word than prose:
+    # scaled so that a document of every task is about as long in tokens as the shard asks for
+    filler_words = round(
+        filler_words * PROSE_TOKENS_PER_WORD / NIAH_TOKENS_PER_WORD.get(task, PROSE_TOKENS_PER_WORD)
+    )
+    base = {
+        "target_tokens": 0,
+        "depth_percent": depth,
+        "trial": index,
+        "seed": seed,
+        "pool": "train",
+        "rng_seed": rng.getrandbits(64),
+    }
+    case = make_niah_recipe(task, base, FillerText(f"train:ruler:{seed}:{index}")).render(filler_words)
+    return case.model_copy(update={"expected": (", ".join(case.expected),)})
+
+
+def _mrcr_case(seed: int, index: int, filler_words: int, depth: float, taken: set[str]) -> Case:
+    """An MRCR-style chat (2, 4 or 8 same-kind requests; the asked one at the document's depth) as the
+    `mrcr` suites render it; the answer is the prefix and the asked answer, as the suite expects."""
+    rng = derive_rng("train-mrcr", seed, index)
+    needles = MRCR_NEEDLE_COUNTS[rng.randrange(len(MRCR_NEEDLE_COUNTS))]
+    return make_mrcr_recipe(needles, 0, depth, index, seed, rng).render(filler_words)
+
+
 KIND_BUILDERS: dict[str, KindBuilder] = {
     "needle": _needle_case,
     "needle-values": _needle_values_case,
     "needle-multikey": _needle_multikey_case,
     "config": _config_case,
     "multiturn": _multi_turn_case,
+    # the variant the shipped model misses most ("which mention of a repeated fact")
+    "multiturn-kth": functools.partial(_multi_turn_case, variants=("kth",)),
+    "ruler-niah": _ruler_niah_case,
+    "mrcr": _mrcr_case,
 }
 
 

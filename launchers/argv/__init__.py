@@ -11,6 +11,7 @@ from launchers.argv.reference import reference_spec, reference_worker_specs
 from launchers.argv.router import router_spec
 from launchers.argv.sglang import pd_server_specs, single_server_spec
 from launchers.argv.spec import LaunchSpec
+from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
 
@@ -20,6 +21,11 @@ def build_command(profile: Profile) -> list[LaunchSpec]:
     reference: one server. sglang: one server, or prefill + decode servers + router (PD).
     external: nothing to start.
     """
+    if profile.fault is not None and profile.engine != "reference":
+        raise BadInput(
+            f"profile {profile.name!r}: fault={profile.fault} is planted in the reference engine only, "
+            f"not in engine {profile.engine!r}"
+        )
     if profile.engine == "external":
         return []
     if profile.engine == "reference":

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from launchers.argv.spec import LaunchSpec
+from launchers.reference.faults import check as check_fault
+from launchers.reference.server_args import INDEX_K_DTYPES
 from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
@@ -19,8 +21,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 def _refuse_unsupported(profile: Profile) -> None:
     where = f"profile {profile.name!r} (engine reference)"
-    if profile.index_k_dtype == "fp4":
-        raise BadInput(f"{where}: the reference engine stores index keys in fp8 or bf16, not fp4")
+    if profile.index_k_dtype not in INDEX_K_DTYPES:
+        raise BadInput(
+            f"{where}: the reference engine stores index keys in {', '.join(INDEX_K_DTYPES)}, "
+            f"not {profile.index_k_dtype}"
+        )
+    try:
+        check_fault(profile.fault, profile.index_k_dtype)
+    except ValueError as err:
+        raise BadInput(f"{where}: {err}") from err
     if profile.tp != 1:
         raise BadInput(f"{where}: the reference engine runs in one process; tp must be 1, got {profile.tp}")
     if {part.role for part in profile.pd} - {"worker", "router"}:
@@ -83,6 +92,8 @@ def reference_spec(profile: Profile) -> LaunchSpec:
     argv += ["--index-k-dtype", profile.index_k_dtype]
     if profile.memory_limit_gb is not None:
         argv += ["--memory-limit-gb", str(profile.memory_limit_gb)]
+    if profile.fault is not None:
+        argv += ["--fault", profile.fault]
     argv += list(profile.extra_args)
     return LaunchSpec(
         role="main",

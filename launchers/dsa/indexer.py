@@ -4,11 +4,14 @@ Score of query t for compressed key s (DeepSeek-V3.2 / V4):
     I(t, s) = sum_h w_h(t) * ReLU(q_h(t) . k_s)
 with H_I query heads of D_I dims sharing one key per block (MQA), head weights w_h computed in
 fp32, and q and k rotated by a Hadamard matrix. The keys are what the KV pool stores, in one of
-two precisions (a runtime setting, not part of the weights):
+three precisions (a runtime setting, not part of the weights):
 - "fp8": e4m3 with one fp32 scale per compressed token (scale = amax / 448, SGLang 0.5.23's
   store); queries are quantized the same way per head and their scales folded into w_h, as
   SGLang's fused q kernel does; logits = sum_h w'_h ReLU(q8_h . k8) * k_scale.
 - "bf16": q and k rounded to bf16, products accumulated in fp32.
+- "fp4": e2m1 codes with a ue8m0 scale per 32 values (SGLang 0.5.23's DeepSeek-V4 fp4 indexer,
+  launchers/dsa/fp4.py); logits from the dequantised keys and queries, the queries rounded to bf16
+  and then to fp4 as SGLang's fused fp4 q kernel does; logits = sum_h w_h ReLU(q4_h . k4), in fp32.
 "fp32" is the unrounded reference (training and tests).
 No positional encoding: scores depend on content only, at any context length.
 """
@@ -22,10 +25,11 @@ import torch
 from torch import nn
 
 from launchers.dsa.compressor import Compressor
+from launchers.dsa.fp4 import dequantize_rows_e2m1, fake_quantize_e2m1, quantize_rows_e2m1
 from launchers.dsa.fp8 import quantize_rows_e4m3
 from launchers.dsa.hadamard import rotate
 
-KeyDtype = Literal["fp8", "bf16", "fp32"]
+KeyDtype = Literal["fp8", "bf16", "fp4", "fp32"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,8 @@ class StoredKeys:
     """Compressed index keys as the pool holds them."""
 
     dtype: KeyDtype
-    data: torch.Tensor  # (..., N, D): float8_e4m3fn, bfloat16 or float32
-    scale: torch.Tensor | None = None  # (..., N) fp32 for fp8, else None
+    data: torch.Tensor  # (..., N, D): float8_e4m3fn, bfloat16 or float32; fp4: uint8 codes (..., N, D/2)
+    scale: torch.Tensor | None = None  # fp8: (..., N) fp32; fp4: ue8m0 exponents uint8 (..., N, D/32)
 
 
 def store_keys(keys: torch.Tensor, dtype: KeyDtype) -> StoredKeys:
@@ -44,9 +48,12 @@ def store_keys(keys: torch.Tensor, dtype: KeyDtype) -> StoredKeys:
         return StoredKeys("fp8", data, scale)
     if dtype == "bf16":
         return StoredKeys("bf16", keys.to(torch.bfloat16))
+    if dtype == "fp4":
+        codes, exponent = quantize_rows_e2m1(keys)
+        return StoredKeys("fp4", codes, exponent)
     if dtype == "fp32":
         return StoredKeys("fp32", keys.float())
-    raise ValueError(f"unknown index key dtype {dtype!r}: expected fp8, bf16 or fp32")
+    raise ValueError(f"unknown index key dtype {dtype!r}: expected fp8, bf16, fp4 or fp32")
 
 
 def prepare_queries(
@@ -61,6 +68,8 @@ def prepare_queries(
         return q8.float(), weights.float() * q_scale
     if dtype == "bf16":
         return q.to(torch.bfloat16).float(), weights.float()
+    if dtype == "fp4":
+        return fake_quantize_e2m1(q.to(torch.bfloat16)), weights.float()
     return q.float(), weights.float()
 
 
@@ -71,10 +80,14 @@ def index_logits(q: torch.Tensor, weights: torch.Tensor, keys: StoredKeys) -> to
     -> (B, Q, N) fp32. All arithmetic after the storage rounding is fp32.
     """
     qf, w = prepare_queries(q, weights, keys.dtype)
-    k = keys.data.float()
+    if keys.dtype == "fp4":
+        assert keys.scale is not None
+        k = dequantize_rows_e2m1(keys.data, keys.scale)
+    else:
+        k = keys.data.float()
     scores = torch.einsum("bqhd,bnd->bqhn", qf, k).relu_()
     logits = torch.einsum("bqhn,bqh->bqn", scores, w)
-    if keys.scale is not None:
+    if keys.dtype == "fp8" and keys.scale is not None:
         logits = logits * keys.scale.unsqueeze(-2)
     return logits
 

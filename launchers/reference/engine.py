@@ -59,7 +59,8 @@ class ReferenceEngine:
         if self.settings.index_topk < 1:
             raise ValueError(f"index_topk must be at least 1, got {self.settings.index_topk}")
         self.model_name = MODEL_NAME
-        self.version = ENGINE_VERSION
+        # a planted fault is part of what the server is: it shows wherever the version does
+        self.version = ENGINE_VERSION + (f" fault={self.settings.fault}" if self.settings.fault else "")
         self.context_length = self.settings.context_length or cfg.context_length
         self.pool = KVPool(
             cfg, self.settings.max_total_tokens or self.context_length, self.settings.index_k_dtype
@@ -68,7 +69,7 @@ class ReferenceEngine:
         self.kv_bytes_per_token = self.pool.kv_bytes_per_token
         self.n_indexer_layers = cfg.n_dsa_layers
         self.eos_token_id = self.tokenizer.eos_token_id
-        self.runner = Runner(self.model, self.pool)
+        self.runner = Runner(self.model, self.pool, self.settings.fault)
 
     def available_tokens(self) -> int:
         """KV slots not held by any request (whole pages of free slots)."""

@@ -20,11 +20,12 @@ WEIGHTS_DIR = Path(__file__).parent / "weights"  # config.json, model.safetensor
 @dataclass(frozen=True)
 class EngineSettings:
     weights_dir: Path = WEIGHTS_DIR
-    index_k_dtype: Literal["fp8", "bf16"] = "bf16"  # storage of the indexer's compressed keys
+    index_k_dtype: Literal["fp8", "bf16", "fp4"] = "bf16"  # storage of the indexer's compressed keys
     index_topk: int = 512  # compressed blocks (of 4 tokens) each DSA query selects
     context_length: int | None = None  # longest prompt + answer; None: the weights' config default
     max_total_tokens: int | None = None  # KV pool capacity in tokens; None: derived from context_length
     threads: int | None = None  # torch intra-op threads; None: torch's default
+    fault: str | None = None  # a planted indexer bug (launchers/reference/faults.py); None: none
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from launchers.dsa import fp4
 from launchers.dsa.indexer import StoredKeys, index_logits, store_keys
 from launchers.dsa.topk import select_topk, window_start
+from launchers.reference import faults
 from launchers.reference.kv_pool import KVPool
 from launchers.reference.layers import rope_tables
 from launchers.reference.model import ReferenceModel
@@ -38,10 +40,12 @@ class SequenceState:
 
 
 class Runner:
-    def __init__(self, model: ReferenceModel, pool: KVPool):
+    def __init__(self, model: ReferenceModel, pool: KVPool, fault: str | None = None):
+        faults.check(fault, pool.index_k_dtype)
         self.model = model
         self.pool = pool
         self.cfg = model.cfg
+        self.fault = fault  # a planted indexer bug (launchers/reference/faults.py), None normally
 
     def _slots(self, seq: SequenceState, positions: torch.Tensor) -> torch.Tensor:
         r = self.cfg.compress_ratio
@@ -49,11 +53,18 @@ class Runner:
 
     def _write_index_keys(self, layer: int, pages: torch.Tensor, keys: torch.Tensor) -> None:
         stored = store_keys(keys, self.pool.index_k_dtype)
+        if stored.dtype == "fp4":
+            assert stored.scale is not None
+            fp4.write_slots(self.pool.index_k[layer], pages, stored.data, stored.scale)
+            return
         self.pool.index_k[layer, pages] = stored.data
         if stored.scale is not None and self.pool.index_scale is not None:
             self.pool.index_scale[layer, pages] = stored.scale
 
     def _read_index_keys(self, layer: int, pages: torch.Tensor) -> StoredKeys:
+        if self.pool.index_k_dtype == "fp4":
+            codes, exponent = fp4.read_slots(self.pool.index_k[layer], pages)
+            return StoredKeys("fp4", codes.unsqueeze(0), exponent.unsqueeze(0))
         data = self.pool.index_k[layer, pages].unsqueeze(0)
         if self.pool.index_scale is None:
             return StoredKeys("bf16", data)
@@ -131,15 +142,16 @@ class Runner:
             raise RuntimeError("next_logits before prefill")
         pos = seq.length - 1
         start = int(window_start(torch.tensor(pos), cfg.dsa_window, cfg.compress_ratio))
-        n_cand = start // cfg.compress_ratio
+        n_cand = faults.scored_candidates(self.fault, start // cfg.compress_ratio)
         h = seq.x_last.unsqueeze(0)  # (1, d)
         selections = []
         for layer, block in enumerate(model.dsa):
             if n_cand:
                 iq, iw = block.indexer.queries(block.attn_norm(h))
-                logits = index_logits(
-                    iq.unsqueeze(0), iw.unsqueeze(0), self._read_index_keys(layer, seq.pages[:n_cand])
-                )
+                keys = self._read_index_keys(layer, seq.pages[:n_cand])
+                if self.fault == "scale_block":
+                    keys = _scales_of_the_next_block(keys)
+                logits = index_logits(iq.unsqueeze(0), iw.unsqueeze(0), keys)
                 sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
                 if indexer_scores is not None:
                     indexer_scores.append(logits[0, 0].clone())
@@ -158,3 +170,10 @@ class Runner:
             attn = F.scaled_dot_product_attention(q, keys, values, scale=1.0)  # queries are pre-scaled
             h = block.finish(h, attn.squeeze(1).unsqueeze(0))
         return model.logits(h)[0], torch.stack(selections).to(torch.int32)
+
+
+def _scales_of_the_next_block(keys: StoredKeys) -> StoredKeys:
+    """The planted scale_block fault: fp8 key j read with key j+1's scale; fp4 block b of a key with
+    block b+1's exponent (the last wraps to the first)."""
+    assert keys.scale is not None
+    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -1, dims=-1))

@@ -2,8 +2,10 @@
 
 One page holds, for its 4 token slots, every sliding-window layer's K and V and every DSA
 layer's K and V (bf16), plus one compressed index key per DSA layer (the page is exactly one
-indexer block): fp8 e4m3 data + one fp32 scale, or bf16 data. All tensors are allocated and
-zero-filled at startup, so the pool's memory is committed before the first request.
+indexer block): fp8 e4m3 data + one fp32 scale, bf16 data, or fp4 in SGLang 0.5.23's own page
+layout (one uint8 buffer per layer: pages of 64 index slots, 64 x 64 code bytes then 64 x 4 scale
+bytes; launchers/dsa/fp4.py), the index slot of a key being its KV page's id. All tensors are
+allocated and zero-filled at startup, so the pool's memory is committed before the first request.
 
 Requests take whole pages; admission blocks (threading.Condition) until enough pages are free,
 and a request that needs more pages than the pool has raises PoolTooSmall at once.
@@ -16,8 +18,11 @@ from typing import Literal
 
 import torch
 
+from launchers.dsa import fp4
 from launchers.reference.config import ModelConfig
 from launchers.reference.engine_api import PoolTooSmall
+
+INDEX_K_DTYPES = ("fp8", "bf16", "fp4")  # index-key precisions the pool can store
 
 
 class KVPool:
@@ -25,11 +30,13 @@ class KVPool:
         self,
         cfg: ModelConfig,
         max_total_tokens: int,
-        index_k_dtype: Literal["fp8", "bf16"],
+        index_k_dtype: Literal["fp8", "bf16", "fp4"],
         kv_dtype: torch.dtype = torch.bfloat16,
     ):
-        if index_k_dtype not in ("fp8", "bf16"):
-            raise ValueError(f"index_k_dtype must be fp8 or bf16, got {index_k_dtype!r}")
+        if index_k_dtype not in INDEX_K_DTYPES:
+            raise ValueError(
+                f"index_k_dtype must be one of {', '.join(INDEX_K_DTYPES)}, got {index_k_dtype!r}"
+            )
         ratio = cfg.compress_ratio
         self.page_size = ratio
         self.n_pages = -(-max_total_tokens // ratio)
@@ -46,6 +53,16 @@ class KVPool:
         if index_k_dtype == "fp8":
             self.index_k = torch.zeros(index_shape, dtype=torch.float8_e4m3fn)
             self.index_scale: torch.Tensor | None = torch.zeros(index_shape[:2], dtype=torch.float32)
+        elif index_k_dtype == "fp4":
+            if cfg.index_head_dim != fp4.HEAD_DIM:
+                raise ValueError(
+                    f"fp4 index keys need index_head_dim {fp4.HEAD_DIM}, got {cfg.index_head_dim}"
+                )
+            pages = fp4.cache_pages(self.n_pages)
+            self.index_k = torch.zeros(
+                cfg.n_dsa_layers, pages, fp4.PAGE_SLOTS * fp4.SLOT_BYTES, dtype=torch.uint8
+            )
+            self.index_scale = None  # the scales live in the same pages
         else:
             self.index_k = torch.zeros(index_shape, dtype=torch.bfloat16)
             self.index_scale = None

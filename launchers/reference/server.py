@@ -27,6 +27,7 @@ import uvicorn
 
 from launchers.reference import sglang_log
 from launchers.reference.engine_api import WEIGHTS_DIR, Engine, EngineOutOfMemory, EngineSettings
+from launchers.reference.faults import FAULTS
 from launchers.reference.http_routes import create_app
 from launchers.reference.memory_limit import GIB, cap_data_memory, data_segment_bytes, is_allocation_failure
 from launchers.reference.request_limits import RequestLimits
@@ -59,6 +60,7 @@ def engine_settings(args: ServerArgs) -> EngineSettings:
         index_topk=args.index_topk if args.index_topk is not None else base.index_topk,
         context_length=args.context_length,
         max_total_tokens=args.max_total_tokens,
+        fault=args.fault,
     )
 
 
@@ -133,6 +135,7 @@ def startup_info(args: ServerArgs, engine: Engine, served: str, limit: int | Non
         "kv_bytes_per_token": engine.kv_bytes_per_token,
         "kv_pool_bytes": engine.kv_bytes_per_token * engine.max_total_tokens,
         "memory_limit_gb": args.memory_limit_gb,
+        "fault": args.fault,  # a planted indexer bug (launchers/reference/faults.py); None normally
         "memory_limit_bytes": limit,
         "memory_limit_kind": "RLIMIT_DATA" if limit is not None else None,
         "sampling": "greedy; temperature, top_p, top_k and seed are accepted and ignored",
@@ -178,6 +181,10 @@ def load_engine(runtime: Runtime, limit: int | None) -> None:
         f"kv_bytes_per_token={engine.kv_bytes_per_token}, "
         f"memory_limit={'none' if limit is None else f'{limit / GIB:.3f} GiB (RLIMIT_DATA)'}"
     )
+    if args.fault:
+        scheduler_log.warning(
+            f"PLANTED FAULT {args.fault}: {FAULTS[args.fault]} (this server is broken on purpose)"
+        )
     scheduler = Scheduler(engine, args.max_running_requests, die_out_of_memory)
     try:
         for _ in engine.generate(engine.encode("warm up"), 1):

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-IndexKDtype = Literal["fp8", "bf16"]
+from launchers.reference.faults import FAULTS, check
+
+IndexKDtype = Literal["fp8", "bf16", "fp4"]
+# what --index-k-dtype takes (fp4: SGLang 0.5.23's DeepSeek-V4 fp4 indexer format, launchers/dsa/fp4.py)
+INDEX_K_DTYPES: tuple[IndexKDtype, ...] = ("fp8", "bf16", "fp4")
 BF16_INDEX_K_ENV = "SGLANG_DSV4_BF16_INDEX_K"  # the env switch of the project's bf16 index-K SGLang patch
 OVERRIDABLE_CONFIG_KEYS = ("index_topk",)  # runtime settings the weights do not fix
 DEFAULT_MAX_RUNNING_REQUESTS = 8
@@ -40,6 +44,7 @@ class ServerArgs:
     index_k_dtype: IndexKDtype
     index_k_dtype_source: str  # "flag", "env SGLANG_DSV4_BF16_INDEX_K=1" or "default"
     memory_limit_gb: float | None
+    fault: str | None  # a planted indexer bug (launchers/reference/faults.py); None normally
     # as SGLang's: the argv as given (so it carries --api-key; /server_info shows it, the log does not)
     launch_command: str = field(repr=False)
     # SGLang's --api-key: Bearer auth on every route. Printed in the start-up `server_args=` line, as
@@ -114,15 +119,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--index-k-dtype",
-        choices=["fp8", "bf16"],
+        choices=list(INDEX_K_DTYPES),
         default=None,
-        help=f"Storage of the indexer keys (default fp8, or bf16 when {BF16_INDEX_K_ENV}=1).",
+        help=f"Storage of the indexer keys (default fp8, or bf16 when {BF16_INDEX_K_ENV}=1); fp4 as SGLang's "
+        "--enable-deepseek-v4-fp4-indexer stores them.",
     )
     parser.add_argument(
         "--memory-limit-gb",
         type=_positive_float,
         default=None,
         help="Reference only: cap the process's data memory (RLIMIT_DATA) at this many GiB.",
+    )
+    parser.add_argument(
+        "--fault",
+        choices=list(FAULTS),
+        default=None,
+        help="Reference only: plant an indexer-kernel bug, to show a gate catches it: "
+        + "; ".join(f"{name}: {what}" for name, what in FAULTS.items()),
     )
     return parser
 
@@ -133,13 +146,15 @@ def resolve_index_k_dtype(flag: str | None, environ: Mapping[str, str]) -> tuple
     A flag that contradicts the env switch is refused rather than silently overruled.
     """
     env_bf16 = environ.get(BF16_INDEX_K_ENV, "").strip() == "1"
-    if flag == "fp8" and env_bf16:
+    if flag is not None and flag != "bf16" and env_bf16:
         raise ValueError(
-            f"--index-k-dtype fp8 contradicts {BF16_INDEX_K_ENV}=1 in the environment; "
+            f"--index-k-dtype {flag} contradicts {BF16_INDEX_K_ENV}=1 in the environment; "
             f"drop one of them (the env switch selects bf16)"
         )
     if flag is not None:
-        return ("bf16" if flag == "bf16" else "fp8"), "flag"
+        if flag not in INDEX_K_DTYPES:
+            raise ValueError(f"--index-k-dtype {flag}: expected one of {', '.join(INDEX_K_DTYPES)}")
+        return flag, "flag"  # type: ignore[return-value]
     if env_bf16:
         return "bf16", f"env {BF16_INDEX_K_ENV}=1"
     return "fp8", "default"
@@ -174,6 +189,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
     try:
         index_k_dtype, source = resolve_index_k_dtype(ns.index_k_dtype, environ)
         index_topk = parse_index_topk(ns.json_model_override_args)
+        check(ns.fault, index_k_dtype)
     except ValueError as exc:
         parser.error(str(exc))
     for name in ("context_length", "max_total_tokens", "max_running_requests"):
@@ -196,6 +212,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
         index_k_dtype=index_k_dtype,
         index_k_dtype_source=source,
         memory_limit_gb=ns.memory_limit_gb,
+        fault=ns.fault,
         launch_command=" ".join(["python -m launchers.reference.server", *argv]),
         api_key=ns.api_key or None,
     )

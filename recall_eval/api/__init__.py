@@ -6,7 +6,7 @@
     same = api.load_run(run.path)
     df = api.results_frame(run)                                          # one row per case (pandas)
 
-Functions: sweep, resume, compare, load_run, runs, compares, render_report; results_frame, runs_frame and
+Functions: sweep, resume, compare, study (and load_study), load_run, runs, compares, render_report; results_frame, runs_frame and
 export (results as data); recall_eval.api.servers for serve, plan and profiles. Options are typed
 (SweepOptions, CompareOptions, ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions);
 every field defaults to None (unset), and each option is declared once, with its default, in
@@ -24,11 +24,16 @@ from typing import TYPE_CHECKING, Any
 # name -> the module that defines it
 _HOMES = {
     "compare": "comparing",
+    "load_study": "studying",
+    "study": "studying",
+    "StudyOptions": "options",
+    "StudyRecord": "records",
     "export": "data",
     "results_frame": "data",
     "runs_frame": "data",
     "Hooks": "hooks",
     "SweepProgress": "hooks",
+    "CiOptions": "options",
     "CompareOptions": "options",
     "GridOptions": "options",
     "RequestOptions": "options",
@@ -53,15 +58,18 @@ if TYPE_CHECKING:
     from recall_eval.api.data import export, results_frame, runs_frame
     from recall_eval.api.hooks import Hooks, SweepProgress
     from recall_eval.api.options import (
+        CiOptions,
         CompareOptions,
         GridOptions,
         RequestOptions,
         ResumeOptions,
+        StudyOptions,
         SweepOptions,
         TargetOptions,
     )
     from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs
-    from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped
+    from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped, StudyRecord
+    from recall_eval.api.studying import load_study, study
     from recall_eval.api.sweeping import resume, sweep
 
 
@@ -79,6 +87,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CiOptions",
     "CompareEntry",
     "CompareOptions",
     "CompareRecord",
@@ -89,6 +98,8 @@ __all__ = [
     "RunInterrupted",
     "RunRecord",
     "RunStopped",
+    "StudyOptions",
+    "StudyRecord",
     "SweepOptions",
     "SweepProgress",
     "TargetOptions",
@@ -96,10 +107,12 @@ __all__ = [
     "compares",
     "export",
     "load_run",
+    "load_study",
     "render_report",
     "results_frame",
     "resume",
     "runs",
     "runs_frame",
+    "study",
     "sweep",
 ]

@@ -32,6 +32,7 @@ from recall_eval.api.hooks import Hooks
 from recall_eval.api.interleaving import execute_interleaved
 from recall_eval.api.options import DEFAULT_PROFILE, CompareOptions, RequestOptions, updated
 from recall_eval.api.records import CompareRecord, RunRecord
+from recall_eval.api.run_file import write_config
 from recall_eval.api.sweeping import (
     build_spec,
     check_lengths_of,
@@ -230,15 +231,36 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
 
 
 def obtain_run(
-    planned: PlannedVariant, hooks: Hooks, request: RequestOptions | None = None, reuse: bool = True
+    planned: PlannedVariant,
+    hooks: Hooks,
+    request: RequestOptions | None = None,
+    reuse: bool = True,
+    checked: bool = False,
 ) -> RunRecord:
-    """The variant's finished run: reused, resumed, or run from scratch (report rendered)."""
+    """The variant's finished run: reused, resumed, or run from scratch (report rendered). checked: its
+    target already passed check_target (check_targets_first)."""
     matches = matching_runs(planned) if reuse else []
     reused = reused_run(planned, matches, hooks)
     if reused is not None:
         return reused
-    check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
+    if not checked:
+        check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
     return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request)
+
+
+def check_targets_first(
+    planned: Sequence[PlannedVariant], request: RequestOptions | None = None, reuse: bool = True
+) -> None:
+    """Every variant that will run (not a finished run reused) is checked before the first one starts: a
+    server to launch passes its preflight (its argv built: a setting its engine does not have is BadInput,
+    exit 2), a running one answers. Otherwise `compare fp8 X` would run all of fp8 before X fails."""
+    for variant in planned:
+        finished = reuse and any(store.run.status == "finished" for store in matching_runs(variant))
+        if not finished:
+            try:
+                check_target(variant.profile, request or RequestOptions())
+            except BadInput as err:  # the profile's engine has no such setting: exit 2, naming the variant
+                raise BadInput(f"variant {variant.label!r}: {err}") from None
 
 
 def obtain_live_runs(
@@ -377,18 +399,24 @@ def compare(
     if all_live(planned):
         runs = obtain_live_runs(planned, hooks, options.request, reuse)
     else:  # servers to launch: one at a time (each stopped before the next starts; memory)
-        runs = [obtain_run(p, hooks, options.request, reuse) for p in planned]
+        check_targets_first(planned, options.request, reuse)
+        runs = [obtain_run(p, hooks, options.request, reuse, checked=True) for p in planned]
     # compare.json keeps the command line: with the key masked (it may have been typed in it)
     secrets = request_auth(options.request).secrets()
     line = Redactor(secrets).text(command or shlex.join(["recall-eval", "compare", *variants]))
     html = write_compare_dir(planned, runs, line, scoring)
+    write_config(html.parent, options)  # the effective configuration, as a run file (secrets left out)
     # the gates judge the compare's headline verdict, whatever a reused run's own report headlines
     runs = [replace(r, run=r.run.model_copy(update={"scoring": scoring})) for r in runs]
     labels = tuple(p.label for p in planned)
-    return CompareRecord(
+    record = CompareRecord(
         path=html.parent,
         report=html,
         labels=labels,
         runs=tuple(runs),
         verdict=gate_compare(labels, runs, gate, options.fail_on_regression),
     )
+    from recall_eval.api.ci_gate import write_compare_ci_files
+
+    write_compare_ci_files(record, options, gate)
+    return record

@@ -22,6 +22,7 @@ from recall_eval.api.targets import Target, open_target, request_auth, target_ur
 from recall_eval.api.versions import versions
 from recall_eval.calibration import (
     DEFAULT_TOKENS_PER_WORD,
+    OFF_TARGET,
     CalibrationCache,
     Calibrator,
     UntrustedCounts,
@@ -37,7 +38,13 @@ from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
-from recall_eval.tokenization import SERVER_TOKENIZER_NAME, CountingFailed, TiktokenTokenizer, TokenCounter
+from recall_eval.tokenization import (
+    SERVER_TOKENIZER_NAME,
+    CountingFailed,
+    TiktokenTokenizer,
+    TokenCounter,
+    answer_counter,
+)
 from recall_eval.transport import ServerAuth
 from recall_eval.types import Case, CaseRecipe, Profile, RunSpec
 
@@ -57,6 +64,11 @@ def run_recorded(
     writes and in the error raised."""
     auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
+    if profile.fault is not None:  # said before anything starts, and kept in run.json's profile
+        hooks.note(
+            f"planted fault {profile.fault} is on: this server is broken on purpose (a gate's own test)",
+            level="warning",
+        )
     try:
         with open_target(profile, store.path, hooks) as target:
             launched_key = getattr(target.handle, "api_key", None)
@@ -219,6 +231,15 @@ async def prepared_sweep(
                 fits, only=to_calibrate, on_done=progress.calibrated
             )
         cache.save(store.path)
+        off = [case for case in calibrated if case.params.get(OFF_TARGET)]
+        if off:
+            hooks.note(
+                f"{len(off)} case{'' if len(off) == 1 else 's'} could not reach the target length within "
+                f"tolerance and {'is' if len(off) == 1 else 'are'} sent at the nearest length, flagged off "
+                f"target (the others keep exact lengths); e.g. {off[0].suite} at {off[0].target_tokens}: "
+                f"{off[0].params[OFF_TARGET]}",
+                level="warning",
+            )
         refused = sum(case.too_long is not None for case in calibrated)
         if refused:
             adaptations.note(
@@ -254,6 +275,7 @@ async def prepared_sweep(
             hooks=runner_hooks,
             capture=capture,
             replicas=connection.replicas,
+            answer_counter=answer_counter(tokenizer),
         )
         yield PreparedSweep(runner, _in_recipe_order(recipes, calibrated, done), progress)
 

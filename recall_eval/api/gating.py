@@ -24,6 +24,7 @@ from recall_eval.exit_codes import (
     compare_verdict,
     parse_fail_under,
 )
+from recall_eval.frame import without_baselines
 from recall_eval.stats import SIGNIFICANCE, ScoredPairedTest, paired_test, recall_table, scored_paired_test
 
 OVERALL = "overall"
@@ -43,7 +44,9 @@ def _recall(frame: pd.DataFrame) -> float:
 
 def _scopes(frame: pd.DataFrame, planned: Sequence[str]) -> tuple[list[str], list[str]]:
     """(pass/miss suites, scored suites) of a results frame, in the planned order, then any others (a
-    file suite's rows name their own tasks); a suite is scored when a metric grades its cases."""
+    file suite's rows name their own tasks); a suite is scored when a metric grades its cases. A no-context
+    baseline is in neither: it is never part of a gate."""
+    frame = without_baselines(frame)
     found = list(dict.fromkeys(frame["suite"]))
     ordered = list(dict.fromkeys([*(s for s in planned if s in found), *found]))
     scored = set(frame.loc[frame["metric"].notna(), "suite"])

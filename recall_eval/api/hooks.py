@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from recall_eval.live_recall import LiveRecall
 from recall_eval.types import Case, Profile, Result
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class QuietProgress:
 
     def __init__(self, total: int = 0, already_done: int = 0) -> None:
         self.total, self.done, self.passed = total, already_done, 0
+        self.live = LiveRecall()
         self._last = time.monotonic()
 
     def __enter__(self) -> QuietProgress:
@@ -94,10 +96,18 @@ class QuietProgress:
     def finished(self, result: Result) -> None:
         self.done += 1
         self.passed += result.outcome == "pass"
+        self.live.add(result)
         now = time.monotonic()
         if now - self._last >= PROGRESS_EVERY_S or self.done == self.total:
             self._last = now
-            log.info("%d/%d cases done, %d passed", self.done, self.total, self.passed)
+            recall = self.live.text()
+            log.info(
+                "%d/%d cases done, %d passed%s",
+                self.done,
+                self.total,
+                self.passed,
+                f"; {recall}" if recall else "",
+            )
 
 
 class Hooks:

@@ -192,6 +192,44 @@ def _fail_under() -> Any:
     )
 
 
+def _junit() -> Any:
+    return option(
+        "--junit",
+        "write JUnit XML: one test case per suite x length (compare: per variant too); a failure carries "
+        "the cell's recall, interval and worst cases",
+        cli=Path,
+        metavar="FILE",
+    )
+
+
+def _metrics() -> Any:
+    return option(
+        "--metrics",
+        "write metrics.json: the recall per suite and length, the verdict, and provenance (tool version, "
+        "--commit, server version, model, settings, hardware)",
+        cli=Path,
+        metavar="FILE",
+    )
+
+
+def _commit() -> Any:
+    return option(
+        "--commit",
+        "the git commit of the code under test, recorded in --metrics and the step summary",
+        metavar="SHA",
+    )
+
+
+def _step_summary() -> Any:
+    return option(
+        "--step-summary",
+        "append a markdown summary (headline, per-suite table, verdict) to FILE",
+        cli=Path,
+        default_text="$GITHUB_STEP_SUMMARY when set, as under GitHub Actions",
+        metavar="FILE",
+    )
+
+
 def _render_report() -> Any:
     return option("--report/--no-report", "render the report when the run ends", cli=bool, default=True)
 
@@ -211,7 +249,10 @@ class GridOptions:
         default=",".join(_spec_default("suites")),
     )
     lengths: str | Sequence[int] | None = option(
-        "--lengths", "context lengths: A..B (8 geometric points), A..B:N, or A,B,C", default="338..22597"
+        "--lengths",
+        "context lengths: A..B (8 geometric points), A..B:N, or A,B,C; sweep and study also take "
+        "search:MIN..MAX[:BUDGET], the cliff found by bisection",
+        default="338..22597",
     )
     depths: str | Sequence[float] | None = option(
         "--depths", "needle depths in percent: A..B:N (linear) or A,B,C", default="0..100:5"
@@ -349,6 +390,38 @@ DEFAULT_VARIANT: str = _spec_default("variant")
 
 
 @dataclass(frozen=True, kw_only=True)
+class CiOptions:
+    """What a CI job gates on and what it reads back."""
+
+    baseline: str | Path | None = option(
+        "--baseline",
+        "a baseline file (`recall-eval baseline save`): run only this candidate, on the baseline's cases "
+        "(its grid when none is given), and exit 4 when it is significantly worse on the paired cases "
+        "(exact McNemar per suite and pooled, Holm-adjusted; scored suites: Wilcoxon signed-rank)",
+        cli=Path,
+        metavar="FILE",
+    )
+    tolerance: str | float | None = option(
+        "--tolerance",
+        "with --baseline: accept a drop up to this (2pp, 0.02): fail only when the drop's 95% interval "
+        "lies wholly above it",
+        default_text="the baseline's own, else 0",
+        metavar="DROP",
+    )
+    fail_fast: bool = option(
+        "--fail-fast",
+        "stop as soon as the recall so far is significantly below the baseline (with --baseline) or below "
+        "--fail-under, at up to 10 looks with the error rate kept (README, CI gate); exit 4 with the cases spent",
+        cli=bool,
+        default=False,
+    )
+    junit: Path | None = _junit()
+    metrics: Path | None = _metrics()
+    commit: str | None = _commit()
+    step_summary: Path | None = _step_summary()
+
+
+@dataclass(frozen=True, kw_only=True)
 class SweepOptions:
     """Everything `sweep` takes. Build it whole, or pass flat keywords to `api.sweep(...)`."""
 
@@ -363,6 +436,7 @@ class SweepOptions:
     render_report: bool = _render_report()
     fail_under: str | RecallGate | None = _fail_under()  # the gate of RunRecord.verdict
     scoring: str | None = _scoring()
+    ci: CiOptions = CiOptions()  # a CI gate: --baseline, --fail-fast, --junit, --metrics, step summary
 
     @classmethod
     def of(cls, **fields: Any) -> SweepOptions:
@@ -392,6 +466,11 @@ class CompareOptions:
     capture_indexer: bool = _capture_indexer()
     # the CI gate (CompareRecord.verdict), checked on every variant (recall_eval.exit_codes.parse_fail_under)
     fail_under: str | RecallGate | None = _fail_under()
+    # what CI reads, as for sweep (one test case per variant x suite x length)
+    junit: Path | None = _junit()
+    metrics: Path | None = _metrics()
+    commit: str | None = _commit()
+    step_summary: Path | None = _step_summary()
     fail_on_regression: bool = option(
         "--fail-on-regression",
         "exit 4 when a variant's recall is significantly lower than the first variant's on the same cases "
@@ -404,6 +483,55 @@ class CompareOptions:
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:
+        return updated(cls(), **fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyOptions:
+    """Everything `study` takes besides the axes (recall_eval.study_axes)."""
+
+    grid: GridOptions = GridOptions()
+    request: RequestOptions = RequestOptions()
+    profile: str | None = _profile()  # the profile that the axes' overrides apply to
+    profiles_file: Path | None = _profiles_file()
+    baseline: str | None = option(
+        "--baseline",
+        "the cell every other cell is tested against, as a variant (e.g. dtype=bf16,topk=2048)",
+        default_text="the first cell: each axis's first value",
+        metavar="CELL",
+    )
+    only: Sequence[str] | None = option(
+        "--only",
+        "keep only the cells matching this partial variant (e.g. dtype=fp8); repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    skip: Sequence[str] | None = option(
+        "--skip",
+        "leave out the cells matching this partial variant; repeat for several",
+        cli=list[str],
+        metavar="CELL",
+    )
+    force: bool = option(
+        "--force",
+        "launch the cells the memory planner predicts do not fit too, and record what happened beside the prediction",
+        cli=bool,
+        default=False,
+    )
+    cost: str | None = option(
+        "--cost",
+        "what the recommendation minimises: memory (KV bytes per token), decode (highest decode tok/s) or ttft",
+        default="memory",
+        metavar="memory|decode|ttft",
+    )
+    rerun: bool = option(
+        "--rerun", "run every cell again instead of reusing finished runs", cli=bool, default=False
+    )
+    fail_under: str | RecallGate | None = _fail_under()  # checked on every cell that ran
+    scoring: str | None = _scoring()
+
+    @classmethod
+    def of(cls, **fields: Any) -> StudyOptions:
         return updated(cls(), **fields)
 
 
@@ -434,7 +562,7 @@ class ResumeOptions:
         return updated(cls(), **fields)
 
 
-_GROUPS = ("grid", "request", "target")
+_GROUPS = ("grid", "request", "target", "ci")
 
 
 def updated(options: _Options, **fields: Any) -> _Options:

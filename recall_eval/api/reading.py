@@ -26,7 +26,7 @@ def load_run(path: Path | str) -> RunRecord:
 
 
 def render_report(path: Path | str, scoring: str | None = None) -> Path:
-    """Render a run directory's report.html, or a compare directory's compare.html, again from what is
+    """Render a run directory's report.html, a compare directory's compare.html, or a study's study.html again from what is
     stored (no server); returns the file's path. UserError when `path` is neither. `scoring` picks the
     headline verdict ("lenient" or "strict"; default: what the run or compare chose)."""
     check_scoring(scoring)
@@ -36,6 +36,10 @@ def render_report(path: Path | str, scoring: str | None = None) -> Path:
     path = Path(path)
     if (path / COMPARE_FILE).is_file():
         return render_compare(path, scoring)
+    if (path / "study.json").is_file():  # a study: its figures recomputed from its runs, its page rendered
+        from recall_eval.api.studying import load_study
+
+        return load_study(path).report
     return reports.render_report(
         RunStore.open(path).path, scoring
     )  # a missing or foreign directory: one line

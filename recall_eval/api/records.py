@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from recall_eval.baseline_gate import ScopeTest
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
-from recall_eval.frame import frame_of, headline_frame, planned_cases
+from recall_eval.frame import frame_of, headline_frame, planned_cases, without_baselines
 from recall_eval.stats import recall_table, score_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -31,6 +32,8 @@ class RunRecord:
     # a run just made: how a CI job should end (exit code, --fail-under lines); None for a run loaded
     # as it is. A judgement of the run, not part of it: records compare equal without it.
     verdict: Verdict | None = field(default=None, compare=False)
+    # sweep --baseline: each suite (and pooled) tested against the baseline (recall_eval.baseline_gate)
+    baseline_tests: tuple[ScopeTest, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_store(cls, store: RunStore, reused: bool = False) -> RunRecord:
@@ -80,7 +83,7 @@ class RunRecord:
     def _recall_row(self) -> pd.Series:
         """The stats.recall_table row of the pass/miss suites' cases: a scored suite's cases (a metric
         grades them in [0, 1]) have a score, not a pass (see `score`)."""
-        frame = self.frame
+        frame = without_baselines(self.frame)  # a no-context baseline is shown beside, never pooled
         plain = frame[frame["metric"].isna()] if "metric" in frame else frame
         return recall_table(plain).iloc[0]
 
@@ -105,7 +108,7 @@ class RunRecord:
     @property
     def score(self) -> float | None:
         """Mean score of the scored suites' answered cases (stats.score_table); None without any."""
-        frame = self.frame
+        frame = without_baselines(self.frame)
         if "metric" not in frame or not frame["metric"].notna().any():
             return None
         value = score_table(frame[frame["metric"].notna()]).iloc[0]["score"]
@@ -135,6 +138,29 @@ class CompareRecord:
     def verdict_text(self) -> str:
         """The compare report's verdict paragraph."""
         return str(json.loads((self.path / "compare.json").read_text(encoding="utf-8")).get("verdict", ""))
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study directory: every cell's run (cells not launched have none) and the family's figures as
+    frames (recall_eval.study_stats.StudyNumbers: cells, tests, lengths, misses)."""
+
+    path: Path  # runs/study-<id>
+    report: Path  # study.html
+    baseline: str  # the baseline cell's label
+    labels: tuple[str, ...]  # every cell, in order (launched or not)
+    runs: dict[str, RunRecord]  # label -> run, for the cells that ran
+    cells: pd.DataFrame  # one row per cell that ran: recall, interval, effective length, speed, memory, p
+    tests: pd.DataFrame  # one row per cell x scope (pooled, suite:, length:): McNemar raw and Holm-adjusted p
+    lengths: pd.DataFrame  # one row per cell x length: recall with its Wilson interval
+    misses: pd.DataFrame  # one row per cell x length x depth
+    recommendation: str  # the stated answer
+    verdict: Verdict = Verdict(EXIT_OK, ())
+
+    @property
+    def study(self) -> dict:
+        """study.json as stored (manifest, plans, numbers, recommendation)."""
+        return dict(json.loads((self.path / "study.json").read_text(encoding="utf-8")))
 
 
 class RunStopped(UserError):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
+from recall_eval.api.baselines import check_baseline, parse_tolerance, with_baseline_defaults
 from recall_eval.api.execute import planned_cases, run_recorded
 from recall_eval.api.gating import recall_gate
 from recall_eval.api.hooks import Hooks
@@ -31,8 +32,10 @@ from recall_eval.api.options import (
     updated,
 )
 from recall_eval.api.records import RunRecord
+from recall_eval.api.run_file import write_config
 from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
+from recall_eval.baseline_store import read_baseline
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.formatting import settings_text
@@ -283,15 +286,32 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     """
     options = updated(options or SweepOptions(), **fields)
     hooks = hooks or Hooks()
+    ci = options.ci
+    baseline = read_baseline(ci.baseline) if ci.baseline is not None else None
+    tolerance = parse_tolerance(ci.tolerance)
+    if tolerance is not None and baseline is None:
+        raise BadInput("--tolerance is the drop a --baseline gate accepts: add --baseline FILE")
+    if baseline is not None:
+        options = with_baseline_defaults(options, baseline)
     spec = build_spec(options.grid, options.request, options.variant, options.capture_indexer)
     gate = recall_gate(options.fail_under, spec.suites)
+    scoring = check_scoring(options.scoring)
+    if baseline is not None and ci.baseline is not None:
+        check_baseline(ci.baseline, baseline, spec, scoring)
+    if ci.fail_fast and baseline is None and gate is None:
+        raise BadInput("--fail-fast stops a gate early: add --baseline FILE or --fail-under RECALL")
     check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
-    store = _new_store(spec, profile, options.out, check_scoring(options.scoring))
+    store = _new_store(spec, profile, options.out, scoring)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
     if (settings := settings_text(spec)) is not None:
         hooks.note(settings)
+    write_config(store.path, options)  # the effective configuration, as a run file (secrets left out)
+    from recall_eval.api.ci_gate import gated_run, wants_ci_files
+
+    if baseline is not None or ci.fail_fast or wants_ci_files(ci):
+        return gated_run(store, profile, hooks, options, gate, baseline, tolerance)
     return execute(store, profile, hooks, options.request, render=options.render_report, gate=gate)
 
 
@@ -308,6 +328,7 @@ def resume_options(options: SweepOptions, again: ResumeOptions | None = None) ->
         options.scoring is not None
     )
     refused += _kept_settings(options.request)
+    refused += [flag_of(options.ci, name) for name in given(options.ci)]  # a gate starts a new run
     if refused:
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
     return dataclasses.replace(

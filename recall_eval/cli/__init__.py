@@ -8,7 +8,19 @@ import importlib
 from recall_eval.cli.app import app, run_cli
 
 # Command modules; each registers its commands on `app` when imported.
-_COMMAND_MODULES = ("sweep", "report", "runs", "compare", "serve", "plan", "profiles", "export")
+_COMMAND_MODULES = (
+    "sweep",
+    "report",
+    "runs",
+    "compare",
+    "study",
+    "serve",
+    "plan",
+    "profiles",
+    "export",
+    "baseline",
+    "config",
+)
 
 
 def _register_commands() -> None:

@@ -47,6 +47,22 @@ def scored_lines(record: api.CompareRecord) -> list[str]:
     ]
 
 
+def _search(variants: list[str], options: CompareOptions, hooks: object) -> None:
+    """--lengths search:MIN..MAX: each variant's cliff (bracket and cost) on stderr, their directories on stdout."""
+    from recall_eval.api.searching import find_cliffs
+
+    try:
+        records = find_cliffs(variants, options, hooks=hooks)  # type: ignore[arg-type]
+    except api.RunInterrupted as stop:
+        say("run the same compare again to go on from the stored batches", interrupted_word(), "yellow")
+        raise typer.Exit(interrupted_exit_code()) from stop
+    for record in records:
+        for line in record.lines:
+            say(line)
+    for record in records:
+        print(record.path)
+
+
 @app.command()
 @takes_options
 def compare(
@@ -54,7 +70,8 @@ def compare(
         list[str],
         typer.Argument(
             metavar="VARIANT...",
-            help="Variants: profile overrides (fp8, bf16, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768), "
+            help="Variants: profile overrides (fp8, bf16, fp4, topk=1024, fp8,topk=1024, mem=0.8, ctx=32768; "
+            "fault=NAME plants a reference-engine bug, to test a gate), "
             "request knobs (effort=high, think=on, think=off), a profile name (dsv4-flash), or both "
             "(dsv4-flash:bf16,topk=1024). With --base-url: labels (knob-only labels still apply their knobs).",
             show_default=False,
@@ -66,7 +83,8 @@ def compare(
     ] = False,
 ) -> None:
     """Compare server variants on identical cases: paired recall test (scored suites: score differences,
-    Wilcoxon signed-rank), difference heatmaps, throughput.
+    Wilcoxon signed-rank), difference heatmaps, throughput. With --lengths search:MIN..MAX[:BUDGET], each
+    variant's cliff instead (see `recall-eval sweep --help`).
 
     The same seed gives every variant the same cases. A finished run with the same cases and target is
     reused (--rerun runs it again), an interrupted one is resumed.
@@ -77,7 +95,11 @@ def compare(
     after SIGTERM)."""
     from recall_eval.cli.common import open_in_browser, resume_command
     from recall_eval.cli.display import ConsoleHooks
+    from recall_eval.cliff import is_search
 
+    if is_search(options.grid.lengths):
+        _search(variants, options, ConsoleHooks(console, label_runs=True))
+        return
     command = shlex.join(["recall-eval", "compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else None
     try:
         record = api.compare(variants, options, hooks=ConsoleHooks(console, label_runs=True), command=command)

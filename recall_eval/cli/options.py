@@ -16,15 +16,32 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from recall_eval.api.options import Declared
+from recall_eval.api.run_file import Leaf, build_options, file_values, option_leaves, read_run_file
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 OpenReport = Annotated[bool, typer.Option("--open", help="Open the report in the browser.")]
+CONFIG_PARAM = "run_config_file"
+CONTEXT_PARAM = "typer_context"  # the parsed command line: which options it gave
+RunFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="A run file (TOML) with this command's options: keys are the flags without -- (suite = "
+        '"needle", lengths = [338, 700], base-url = "http://..."); flags given here override it. '
+        "`recall-eval config show COMMAND --config FILE` prints the result.",
+        show_default=False,
+    ),
+]
+# command function name -> how its options objects are built from parsed values (`config show` uses it)
+BUILDERS: dict[str, Callable[[dict[str, Any], Callable[[str], bool]], dict[str, Any]]] = {}
 
 
 class only:  # noqa: N801 - reads as a marker in an annotation: Annotated[ResumeOptions, only("retry")]
@@ -48,42 +65,6 @@ def _typer_option(declared: Declared) -> Any:
     return typer.Option(declared.flag, help=help_of(declared), metavar=declared.metavar, show_default=False)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Leaf:
-    path: tuple[str, ...]  # field names from the options object down to the field
-    declared: Declared
-
-    @property
-    def name(self) -> str:
-        return self.path[-1]
-
-
-def _leaves(cls: type, wanted: tuple[str, ...] | None, prefix: tuple[str, ...] = ()) -> list[_Leaf]:
-    """The declared fields of `cls`, nested groups expanded (in declaration order)."""
-    hints = typing.get_type_hints(cls)
-    found = []
-    for item in dataclasses.fields(cls):
-        take = wanted is None or item.name in wanted
-        if "option" in item.metadata:
-            if take:
-                found.append(_Leaf((*prefix, item.name), item.metadata["option"]))
-        elif dataclasses.is_dataclass(hints.get(item.name)):
-            inner = None if take else wanted
-            found += _leaves(hints[item.name], inner, (*prefix, item.name))
-    return found
-
-
-def _build(cls: type, leaves: list[_Leaf], values: dict[tuple[str, ...], Any], depth: int = 0) -> Any:
-    """The options object from the values of its leaves (fields not taken keep their defaults)."""
-    hints = typing.get_type_hints(cls)
-    direct = {leaf.path[depth]: values[leaf.path] for leaf in leaves if len(leaf.path) == depth + 1}
-    groups = {leaf.path[depth] for leaf in leaves if len(leaf.path) > depth + 1}
-    for group in groups:
-        inner = [leaf for leaf in leaves if len(leaf.path) > depth + 1 and leaf.path[depth] == group]
-        direct[group] = _build(hints[group], inner, values, depth + 1)
-    return cls(**direct)
-
-
 def _options_param(annotation: Any) -> tuple[type, tuple[str, ...] | None] | None:
     """(class, wanted fields) when a parameter asks for an options object, else None."""
     wanted = None
@@ -99,17 +80,19 @@ def _options_param(annotation: Any) -> tuple[type, tuple[str, ...] | None] | Non
 
 
 def takes_options(func: _F) -> _F:
-    """Expand the command's options-object parameters into typer options (see the module docstring)."""
+    """Expand the command's options-object parameters into typer options (see the module docstring),
+    plus --config FILE: a run file (recall_eval.api.run_file) whose keys fill the options the command
+    line did not give."""
     signature = inspect.signature(func, eval_str=True)
     params: list[inspect.Parameter] = []
-    expanded: dict[str, tuple[type, list[_Leaf]]] = {}
+    expanded: dict[str, tuple[type, list[Leaf]]] = {}
     for param in signature.parameters.values():
         asked = _options_param(param.annotation)
         if asked is None:
             params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
             continue
         cls, wanted = asked
-        leaves = _leaves(cls, wanted)
+        leaves = option_leaves(cls, wanted)
         expanded[param.name] = (cls, leaves)
         for leaf in leaves:
             start = leaf.declared.default if leaf.declared.cli is bool else None
@@ -122,6 +105,15 @@ def takes_options(func: _F) -> _F:
                     annotation=Annotated[kind, _typer_option(leaf.declared)],
                 )
             )
+    if expanded:
+        params.append(
+            inspect.Parameter(CONFIG_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=RunFile)
+        )
+        params.append(
+            inspect.Parameter(
+                CONTEXT_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=typer.Context
+            )
+        )
     names = [param.name for param in params]
     clashes = sorted({name for name in names if names.count(name) > 1})
     if clashes:
@@ -129,13 +121,38 @@ def takes_options(func: _F) -> _F:
     # keep the command's arguments first, in their order (typer reads positional arguments in order)
     params.sort(key=lambda p: 0 if p.default is inspect.Parameter.empty else 1)
 
+    def build(values: dict[str, Any], given: Callable[[str], bool]) -> dict[str, Any]:
+        """The options objects from the parsed values (popped from `values`) and the run file;
+        `given(name)`: whether the command line gave that parameter."""
+        config = values.pop(CONFIG_PARAM, None)
+        every = [leaf for _, leaves in expanded.values() for leaf in leaves]
+        from_file = file_values(config, read_run_file(config), every) if config is not None else {}
+        built = {}
+        for name, (cls, leaves) in expanded.items():
+            chosen = {}
+            for leaf in leaves:
+                value = values.pop(leaf.name)
+                chosen[leaf.path] = (
+                    from_file[leaf.path] if leaf.path in from_file and not given(leaf.name) else value
+                )
+            built[name] = build_options(cls, leaves, chosen)
+        return built
+
     @functools.wraps(func)
     def command(**values: Any) -> Any:
-        for name, (cls, leaves) in expanded.items():
-            values[name] = _build(cls, leaves, {leaf.path: values.pop(leaf.name) for leaf in leaves})
+        ctx = values.pop(CONTEXT_PARAM, None)
+        values.update(build(values, lambda name: _on_command_line(ctx, name)))
         return func(**values)
 
+    BUILDERS[func.__name__] = build
     del command.__wrapped__  # typer must read the generated signature, not the function's own
     command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     command.__annotations__ = {param.name: param.annotation for param in params}
     return command  # type: ignore[return-value]
+
+
+def _on_command_line(ctx: typer.Context | None, name: str) -> bool:
+    if ctx is None:
+        return True
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")

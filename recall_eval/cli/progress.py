@@ -1,4 +1,5 @@
-"""The sweep's rich progress display: calibration, then done/total, passes so far, ETA, current length."""
+"""The sweep's rich progress display: calibration, then done/total, passes so far with the recall of
+each suite and its 95% Wilson interval (recall_eval.live_recall), ETA, current length."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from recall_eval.live_recall import LiveRecall
 from recall_eval.types import Case, Result
 
 
@@ -56,6 +58,7 @@ class SweepProgress:
         self.label = label
         self.total = total
         self.passes = already_passed
+        self.live = LiveRecall()
         self._calibration: TaskID | None = None
         self._run: TaskID | None = None
         self._already = already_done
@@ -94,7 +97,8 @@ class SweepProgress:
         )
 
     def _passes_text(self) -> str:
-        return f"[green]{self.passes} pass[/green]"
+        recall = self.live.text()
+        return f"[green]{self.passes} pass[/green]" + (f" · {recall}" if recall else "")
 
     def started(self, case: Case) -> None:
         if self._run is not None:
@@ -102,5 +106,6 @@ class SweepProgress:
 
     def finished(self, result: Result) -> None:
         self.passes += result.outcome == "pass"
+        self.live.add(result)
         if self._run is not None:
             self.progress.update(self._run, advance=1, passes=self._passes_text())

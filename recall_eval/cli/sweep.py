@@ -26,9 +26,19 @@ def sweep(
 ) -> None:
     """Run the recall grid (suites x lengths x depths x trials) and write a report.
 
+    With --lengths search:MIN..MAX[:BUDGET], find the cliff instead: the longest length whose recall stays
+    at or above 0.9, by bisection on a log scale, adding --trials per step at a length until its 95% Wilson
+    interval is clearly above or below 0.9 or BUDGET trials (default 12) are spent; prints the bracket, the
+    cases spent and what the full grid over the range would spend.
+
     Exit codes: 0 finished (and --fail-under met); 1 could not run or stopped early; 2 bad input;
-    3 no case got an answer from a live model; 4 recall below --fail-under; 5 every answer was cut
-    inside the model's reasoning (raise --max-tokens); 130 interrupted (143 after SIGTERM)."""
+    3 no case got an answer from a live model; 4 recall below --fail-under, or significantly worse than
+    --baseline (also when --fail-fast stopped it); 5 every answer was cut inside the model's reasoning
+    (raise --max-tokens); 130 interrupted (143 after SIGTERM).
+
+    As a CI gate: `recall-eval sweep --base-url URL --baseline ci/base.json --junit junit.xml`
+    (`recall-eval baseline save RUN NAME` writes the baseline); every option can come from a run file
+    (--config run.toml)."""
     from recall_eval.api.sweeping import resume_options
     from recall_eval.cli.common import open_in_browser, resume_command
     from recall_eval.cli.display import ConsoleHooks
@@ -37,7 +47,12 @@ def sweep(
         raise BadInput(
             f"{'--retry' if again.retry else '--stop-leftovers'} applies to a resumed run: add --resume RUN_DIR"
         )
+    from recall_eval.cliff import is_search
+
     hooks = ConsoleHooks(console)
+    if resume is None and is_search(options.grid.lengths):
+        _search(options, hooks)
+        return
     try:
         if resume is not None:
             record = api.resume(resume, resume_options(options, again), hooks=hooks)
@@ -59,6 +74,22 @@ def sweep(
         say(line, style="red")
     if ending.exit_code:
         raise typer.Exit(ending.exit_code)
+
+
+def _search(options: SweepOptions, hooks: object) -> None:
+    """--lengths search:MIN..MAX: the cliff's bracket and its cost on stderr, the search directory on stdout."""
+    from recall_eval.api.searching import find_cliff
+
+    try:
+        record = find_cliff(options, hooks=hooks)  # type: ignore[arg-type]
+    except api.RunInterrupted as stop:
+        say("run the same search again to go on from the stored batches", f"{interrupted_word()}:", "yellow")
+        raise typer.Exit(interrupted_exit_code()) from stop
+    except api.RunStopped as stop:
+        raise _stopped_error(stop) from stop
+    for line in record.lines:
+        say(line)
+    print(record.path)
 
 
 def _stopped_error(stop: api.RunStopped) -> UserError:

@@ -10,6 +10,15 @@
   --rate-limit-after N       every counting request after the Nth answers 429 (Retry-After: 1)
   --context N                a prompt over N tokens answers 400 "... longer than the model's context
                              length" (the vLLM wording)
+  --advertise-context        /v1/models says max_model_len: the --context N (vLLM's model card)
+  --cut-answers              a prompt that fits --context N but not with its max_tokens is answered, its
+                             answer cut where the context ends (finish_reason length), as llama.cpp does
+  --extras-tokenize          offer llama-cpp-python's /extras/tokenize ({"input": text} -> BOS + one token
+                             per word); it has no chat-template endpoint
+  --no-stream-usage          never send usage in a stream, even when asked (llama-cpp-python, llama.cpp)
+  --coarse-chats Q           a chat of several messages counts in whole steps of Q tokens (rounded up), in
+                             /v1/tokenize and usage alike: no filler size lands within ±1% of most targets
+  --chatty                   answer "The code is CODE and that is all." (8 words) in one chunk
   --reject-stream-options    a body with stream_options answers 400 naming it (older vLLM, gateways)
   --json-only                ignores stream: true and answers one chat.completion JSON body
   --reason-words N           streams N words of reasoning_content before the answer; max_tokens covers
@@ -47,7 +56,10 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
     prefix = (opts.moved_to or opts.prefix).rstrip("/")
 
     def tokens_of(messages: list[dict]) -> int:
-        return sum(len(str(m.get("content", "")).split()) + 2 for m in messages)
+        tokens = sum(len(str(m.get("content", "")).split()) + 2 for m in messages)
+        if opts.coarse_chats and len(messages) > 1:
+            return -(-tokens // opts.coarse_chats) * opts.coarse_chats
+        return tokens
 
     def refused(request: Request) -> Response | None:
         if not opts.basic:
@@ -81,7 +93,10 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
             return denied
         if opts.no_models:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        return JSONResponse({"object": "list", "data": [{"id": "real-world", "object": "model"}]})
+        card = {"id": "real-world", "object": "model"}
+        if opts.advertise_context:
+            card["max_model_len"] = opts.context
+        return JSONResponse({"object": "list", "data": [card]})
 
     @app.post(f"{prefix}/v1/tokenize")
     async def tokenize(request: Request) -> Response:
@@ -91,6 +106,13 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         body = await request.json()
         return JSONResponse({"tokens": list(range(tokens_of(body["messages"])))})
+
+    @app.post(f"{prefix}/extras/tokenize")
+    async def extras_tokenize(request: Request) -> Response:
+        if not opts.extras_tokenize:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        body = await request.json()
+        return JSONResponse({"tokens": [1] + list(range(2, 2 + len(str(body["input"]).split())))})
 
     @app.post(f"{prefix}/v1/chat/completions")
     async def chat(request: Request) -> Response:
@@ -135,13 +157,19 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
         usage_prompt = CONSTANT_USAGE if opts.usage == "constant" else prompt_tokens
         found = CODE.search(str(body["messages"][-1]["content"]))
         answer = found.group() if found else "none"
+        if opts.chatty:
+            answer = f"The code is {answer} and that is all."
         budget = int(body.get("max_tokens") or 16)
         words = [("reasoning_content", word + " ") for word in (REASONING.split() * opts.reason_words)][
             : opts.reason_words
         ]
+        if opts.cut_answers and opts.context:  # the answer ends where the context does
+            budget = min(budget, max(0, opts.context - prompt_tokens))
         pieces = (words + [("content", answer)])[:budget]
         finish = "length" if budget < len(words) + 1 else "stop"
         usage = {"prompt_tokens": usage_prompt, "completion_tokens": len(pieces)}
+        if opts.chatty:
+            usage["completion_tokens"] = len(answer.split())
         if counting or opts.json_only or not body.get("stream"):
             message: dict = {"role": "assistant", "content": "".join(t for k, t in pieces if k == "content")}
             reasoning = "".join(t for k, t in pieces if k == "reasoning_content")
@@ -175,7 +203,7 @@ def build_app(opts: argparse.Namespace) -> FastAPI:
             if batch:
                 yield event({"reasoning_content": "".join(batch)})
             yield event({}, finish)
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and not opts.no_stream_usage:
                 yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
             yield "data: [DONE]\n\n"
 
@@ -194,6 +222,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rate-limit-every", type=int, default=0)
     parser.add_argument("--rate-limit-after", type=int, default=0)
     parser.add_argument("--context", type=int, default=0)
+    parser.add_argument("--advertise-context", action="store_true")
+    parser.add_argument("--extras-tokenize", action="store_true")
+    parser.add_argument("--no-stream-usage", action="store_true")
+    parser.add_argument("--chatty", action="store_true")
+    parser.add_argument("--coarse-chats", type=int, default=0)
+    parser.add_argument("--cut-answers", action="store_true")
     parser.add_argument("--reject-stream-options", action="store_true")
     parser.add_argument("--json-only", action="store_true")
     parser.add_argument("--reason-words", type=int, default=0)

@@ -105,3 +105,16 @@ def test_compare_topk_128_vs_512() -> None:
     # The launched servers report the index_topk they ran with.
     assert (small["server_info"]["index_topk"], large["server_info"]["index_topk"]) == (128, 512)
     assert [v["label"] for v in compare["numbers"]["variants"]] == ["topk=128", "topk=512"]
+
+
+def test_compare_fp8_fp4_on_the_embedded_default() -> None:
+    """`compare fp8 fp4` runs end to end on the embedded default (it used to exit 2): the fp4 server
+    stores SGLang's fp4 index-key format, says so in /server_info, and its pool takes fewer bytes per
+    token (68 index-key bytes per 4-token block against fp8's 132)."""
+    _, compare, dirs = compare_ok("fp8", "fp4")
+    fp8, fp4 = (run_json(d) for d in dirs)
+    assert (fp8["profile"]["index_k_dtype"], fp4["profile"]["index_k_dtype"]) == ("fp8", "fp4")
+    assert (fp8["server_info"]["index_k_dtype"], fp4["server_info"]["index_k_dtype"]) == ("fp8", "fp4")
+    a, b = compare["numbers"]["variants"]
+    # two DSA layers, one index key per 4 tokens: 2 * (132 - 68) / 4 = 32 bytes per token fewer
+    assert 30 <= a["kv_bytes_per_token"] - b["kv_bytes_per_token"] <= 32

@@ -37,7 +37,7 @@ def test_a_directory_without_a_run_is_bad_input_for_export_and_report(tmp_path):
 
 
 def test_help_shows_argument_names_not_python_types():
-    for command in ("compare", "export", "report", "plan", "serve", "profiles"):
+    for command in ("compare", "study", "export", "report", "plan", "serve", "profiles"):
         text = run_cli(command, "--help").stdout
         assert "<list[" not in text and "{" not in text.splitlines()[0], (command, text[:300])
     assert "Usage: recall-eval compare [OPTIONS] VARIANT..." in run_cli("compare", "--help").stdout

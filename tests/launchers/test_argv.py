@@ -113,8 +113,9 @@ def test_reference_profile_and_its_refusals(profiles):
     assert flag_value(spec.argv, "--index-k-dtype") == "bf16"
     assert flag_value(spec.argv, "--memory-limit-gb") == "2.5"
     assert json.loads(flag_value(spec.argv, "--json-model-override-args")) == {"index_topk": 64}
+    (fp4,) = build_command(apply_overrides(profiles["reference"], {"index_k_dtype": "fp4"}))
+    assert flag_value(fp4.argv, "--index-k-dtype") == "fp4"  # SGLang's fp4 indexer format, embedded
     for overrides, message in [
-        ({"index_k_dtype": "fp4"}, "not fp4"),
         ({"tp": 2}, "tp must be 1"),
         ({"page_size": 64}, "page_size"),
     ]:

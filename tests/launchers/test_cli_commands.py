@@ -36,12 +36,12 @@ def test_profiles_lists_resolved_commands(tmp_path, monkeypatch):
 def test_profiles_shows_a_users_profile_and_its_launch_error(tmp_path, monkeypatch):
     (tmp_path / "recall-eval.toml").write_text(
         '[profiles.bf16-ref]\nbase = "reference"\nindex_k_dtype = "bf16"\n'
-        '[profiles.broken]\nbase = "reference"\nindex_k_dtype = "fp4"\n'
+        '[profiles.broken]\nbase = "reference"\ntp = 2\n'
     )
     done = invoke(["profiles"], tmp_path, monkeypatch)
     assert done.exit_code == 0, done.output
     assert "--index-k-dtype bf16" in done.stdout
-    assert "cannot launch:" in done.stdout and "not fp4" in done.stdout
+    assert "cannot launch:" in done.stdout and "tp must be 1" in done.stdout
 
 
 def test_unknown_profile_is_one_line_exit_2(tmp_path):

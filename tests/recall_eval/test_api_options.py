@@ -27,12 +27,12 @@ def test_flat_keywords_go_to_their_group_and_unknown_ones_are_refused() -> None:
 
 
 def test_every_option_is_declared_once_with_flag_help_and_default() -> None:
-    groups = (api.GridOptions, api.RequestOptions, api.TargetOptions)
+    groups = (api.GridOptions, api.RequestOptions, api.TargetOptions, api.CiOptions)
     for group in (*groups, api.SweepOptions, api.CompareOptions, api.ResumeOptions):
         for field in dataclasses.fields(group):
             found = declared(group, field.name)
             if found is None:  # a group, or resume's base_url/port/fail_under (sweep's flags, passed on)
-                assert field.name in ("grid", "request", "target", "base_url", "port", "fail_under"), (
+                assert field.name in ("grid", "request", "target", "ci", "base_url", "port", "fail_under"), (
                     field.name
                 )
                 continue
@@ -92,4 +92,11 @@ def test_resume_takes_request_options_and_the_target_address_only() -> None:
     assert (resume.request.concurrency, resume.base_url, resume.render_report) == (8, "http://h:1", False)
     refused = api.SweepOptions.of(lengths="1000", seed=3, mem_fraction_static=0.5, variant="v")
     with pytest.raises(BadInput, match="drop --lengths, --seed, --mem-fraction, --variant"):
+        resume_options(refused)
+
+
+def test_resume_refuses_the_ci_gate_options() -> None:
+    """A gate (--baseline, --fail-fast, --junit) starts a new run; a resume does not take them."""
+    refused = api.SweepOptions.of(baseline="b.json", fail_fast=True, junit="j.xml")
+    with pytest.raises(BadInput, match="drop --baseline, --fail-fast, --junit"):
         resume_options(refused)

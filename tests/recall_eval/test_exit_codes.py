@@ -195,3 +195,25 @@ def test_scored_suites_regress_on_their_scores_and_pass_miss_ones_on_mcnemar():
     assert [r.suite for r in regressions(["A", "C"], [base, worse])] == ["vt", "cwe", "overall"]
     gated = gate_compare(["A", "B"], [base, changed], fail_on_regression=True)
     assert gated.exit_code == EXIT_BELOW_GATE and gated.lines == (drop.line(),)
+
+
+def test_study_verdict_three_for_a_worse_cell_then_the_gate() -> None:
+    """A study ends 3 when a cell is significantly worse after correction (its lines first), else 4 for a
+    cell below --fail-under (named "cell LABEL, ..."), else 0."""
+    from recall_eval.exit_codes import EXIT_CELL_WORSE, parse_fail_under, study_verdict
+    from tests.reports.compare_builders import result
+
+    good = [result(f"c{i}", "pass", 256) for i in range(4)]
+    half = [result(f"c{i}", "pass" if i % 2 else "miss", 256) for i in range(4)]
+    cells = [("bf16", good), ("fp8", half)]
+    worse = study_verdict(
+        cells, ["cell fp8: recall significantly below bf16"], parse_fail_under("0.9", ["needle"])
+    )
+    assert worse.exit_code == EXIT_CELL_WORSE == 4 and worse.lines == (
+        "cell fp8: recall significantly below bf16",
+    )
+    gated = study_verdict(cells, [], parse_fail_under("0.9", ["needle"]))
+    assert gated.exit_code == 4 and gated.lines == (
+        "cell fp8, overall: recall 0.500 (2/4) below --fail-under 0.9",
+    )
+    assert study_verdict(cells, []).exit_code == 0

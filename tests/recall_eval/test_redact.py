@@ -105,3 +105,19 @@ def test_launch_command_line_is_masked():
     )  # fmt: skip
     line = spec.command_line()
     assert "k9" not in line and "t9" not in line and "CUDA_VISIBLE_DEVICES=0" in line
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "does not fit: the smallest needle prompt takes 900 tokens with no filler, over the 1000-token target",
+        "a 32-token answer budget (--max-tokens 64 raises it)",
+        "the api-key header was sent; the secret-key store is empty",
+        "first token: 3.2 s, key: 12",
+        "prompt-token count 4096 over the max-token limit 4000",
+    ],
+)
+def test_prose_is_never_masked(prose):
+    """Words joined by hyphens ("1000-token target") are prose, not `-token VALUE` flags; a colon before
+    a number is a measurement. Before the fix the first became "1000-token ***" in results.jsonl."""
+    assert Redactor(["run-secret-xyz"]).text(prose) == prose

@@ -216,3 +216,44 @@ def test_a_scored_suites_difference_grid_is_in_mean_score() -> None:
     grid = pair.diff_grids["vt"]
     assert grid.scored and grid.values == ((pytest.approx(0.25 - 0.75),),)
     assert pair.by_suite == {} and pair.scored_by_suite["vt"].paired == 2
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_interleaved_interval_and_significance_come_from_one_test(seed: int) -> None:
+    """Interleaved runs: the per-case interval is the sign test's own, so it excludes 0 exactly when the
+    sign test's p is below the alpha, and the conclusion never puts an interval that excludes 0 beside
+    "not significant" (before: a bootstrap interval beside a sign test, "TTFT -5.5% (95% CI -11.6% to
+    -2.3%), not significant, sign test p=0.064"). Random per-case TTFTs, 6 to 30 cases, some shifted."""
+    from reports.compare_conclusion import _speed_clause
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 31))
+    shift = float(rng.normal(0, 0.04))
+    a_ttft = rng.uniform(0.4, 0.6, n)
+    b_ttft = a_ttft * (1 + shift + rng.normal(0, 0.06, n))
+    a = [result(f"s{i}", "pass", 1000, ttft_s=float(a_ttft[i])) for i in range(n)]
+    b = [result(f"s{i}", "pass", 1000, ttft_s=float(b_ttft[i])) for i in range(n)]
+    ttft = speed_changes(as_frame(a), as_frame(b), interleaved=True)["ttft_s"]
+    assert ttft.p_value is not None
+    excludes_zero = ttft.ci_low_pct is not None and (ttft.ci_low_pct > 0 or ttft.ci_high_pct < 0)
+    assert excludes_zero == (ttft.p_value < stats.SIGNIFICANCE), ttft
+    frames = compare_frames([variant("A", a), variant("B", b)], interleaved=True)
+    clause = _speed_clause(frames.pairs[0])
+    if excludes_zero:
+        assert "TTFT" in clause and "not significant" not in clause.split("prefill")[0], clause
+
+
+def test_a_pooled_effective_length_is_never_one_variants() -> None:
+    """Over two suites the conclusion names each suite's own effective length that changed, never the
+    pooled figure as if it were one suite's."""
+    from reports.compare_conclusion import _details
+
+    needle_a = [result(f"n{n}", "pass", n, suite="needle") for n in (1000, 2000, 4000)]
+    needle_b = [
+        result(f"n{n}", "pass" if n < 4000 else "miss", n, suite="needle") for n in (1000, 2000, 4000)
+    ]
+    config = [result(f"c{n}", "pass", n, suite="config") for n in (1000, 2000, 4000)]
+    frames = compare_frames([variant("A", needle_a + config), variant("B", needle_b + config)])
+    details = "; ".join(_details(frames.pairs[0]))
+    assert "effective length needle 4,000 → 2,000 tokens" in details, details
+    assert "config" not in details  # unchanged: not mentioned

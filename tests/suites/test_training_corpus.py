@@ -111,7 +111,13 @@ def test_command_line_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 12
     assert set(rows[0]) == {"messages", "answer", "kind"}
-    assert all(row["answer"] in "".join(m["content"] for m in row["messages"]) for row in rows)
+    # every part of the answer is in the document (RULER: each asked value; mrcr: prefix and answer)
+    for row in rows:
+        text = "".join(m["content"] for m in row["messages"])
+        parts = row["answer"].split(", ") if row["kind"] == "ruler-niah" else [row["answer"]]
+        if row["kind"] == "mrcr":
+            parts = [row["answer"][:10], row["answer"][10:]]
+        assert all(part in text for part in parts), row["kind"]
     assert {row["kind"] for row in rows} == set(IMPLEMENTED)
     assert main([*argv, "--kinds", "poetry"]) == 2
     assert "not implemented yet" in capsys.readouterr().err
@@ -181,3 +187,54 @@ def test_config_full_kind_always_sends_the_layout_with_sibling_sections() -> Non
     mixed = _asked_key_lines("config:yaml+toml", 60)
     assert min(full) >= 2  # the asked key also under sibling sections or the echo block's name
     assert mixed.count(1) >= 5  # minimal layout (a third of them): the asked key on its own line only
+
+
+def test_ruler_niah_kind_answers_every_asked_value_as_the_suite_grades_it() -> None:
+    """Each document is one of RULER's needle tasks as the suite renders it; the training answer (the
+    asked values, comma-separated) gets the full string_match_all score the suite's metric gives, and
+    every task of the family turns up."""
+    from recall_eval.metrics import string_match_all
+    from suites.ruler_niah import NIAH_TASKS
+
+    examples = list(iter_training_examples(5, 64, 100, 300, ("ruler-niah",)))
+    instructions = set()
+    for example in examples:
+        content = example.messages[-1]["content"]
+        values = example.answer.split(", ")
+        assert all(value in content for value in values)
+        assert string_match_all(example.answer, values) == 1.0
+        instructions.add(content.split("\n", 1)[0])
+    assert len(instructions) >= 2  # singular and plural wordings: single and multi-value tasks
+    assert len(NIAH_TASKS) == 8
+
+
+def test_ruler_niah_documents_are_sized_in_tokens_whatever_the_haystack() -> None:
+    """Distractor-needle haystacks cost ~10 tokens per filler word with uuids: the kind scales the filler
+    so that a document of any task stays within a few times the prose document's length."""
+    lengths = [
+        len("\n".join(m["content"] for m in e.messages))
+        for e in iter_training_examples(9, 48, 800, 800, ("ruler-niah",))
+    ]
+    assert max(lengths) < 4 * min(lengths)
+
+
+def test_mrcr_kind_answers_with_the_prefix_and_the_asked_answer() -> None:
+    """An MRCR-style chat: the answer is the required prefix and one of the assistant turns, which the
+    mrcr metric grades 1.0; 2, 4 and 8 same-kind requests all occur."""
+    from recall_eval.metrics import mrcr_score
+
+    counts = set()
+    for example in iter_training_examples(3, 30, 200, 400, ("mrcr",)):
+        question = example.messages[-1]["content"]
+        prefix = question.split("Prepend ", 1)[1].split(" ", 1)[0]
+        turns = [m["content"] for m in example.messages if m["role"] == "assistant"]
+        assert example.answer.startswith(prefix) and example.answer[len(prefix) :] in turns
+        assert mrcr_score(example.answer, example.answer, prefix) == 1.0
+        form_topic = question.split("(1 indexed) ", 1)[1].split(". Do not", 1)[0]
+        counts.add(sum(m["content"] == f"Write a {form_topic}." for m in example.messages))
+    assert counts == {2, 4, 8}
+
+
+def test_multiturn_kth_kind_asks_only_which_mention() -> None:
+    examples = list(iter_training_examples(4, 12, 100, 200, ("multiturn-kth",)))
+    assert all(re.search(r"the \w+ time I mentioned it\?", e.messages[-1]["content"]) for e in examples)

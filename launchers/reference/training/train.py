@@ -177,7 +177,11 @@ def greedy_recall(
 ) -> float:
     prompts = [s.ids[: s.answer_start].tolist() for s in samples]
     tokens, x = prompt_states(model, prompts, tok.pad_token_id, device)
-    outs = greedy_from_states(model, tokens, x, [len(p) for p in prompts], 32, topk, "bf16", tok.eos_token_id)
+    # room for the longest answer (mrcr's and multi-value RULER answers are 40-60 tokens), at least 32
+    max_new = max(32, max(len(s.ids) - s.answer_start for s in samples) + 2)
+    outs = greedy_from_states(
+        model, tokens, x, [len(p) for p in prompts], max_new, topk, "bf16", tok.eos_token_id
+    )
     hits = [
         tok.decode(o).strip() == tok.decode(s.ids[s.answer_start : -1].tolist())
         for o, s in zip(outs, samples, strict=True)

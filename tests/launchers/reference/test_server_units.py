@@ -48,7 +48,7 @@ def test_sglang_flags_parse() -> None:
         ["--json-model-override-args", '{"num_hidden_layers": 2}'],
         ["--json-model-override-args", "{not json"],
         ["--json-model-override-args", '{"index_topk": 0}'],
-        ["--index-k-dtype", "fp4"],
+        ["--index-k-dtype", "fp16"],
         ["--context-length", "-5"],
         ["--memory-limit-gb", "0"],
     ],
@@ -66,8 +66,10 @@ def test_index_k_dtype_precedence() -> None:
     assert resolve_index_k_dtype("bf16", env)[0] == "bf16"
     assert resolve_index_k_dtype("bf16", {})[0] == "bf16"
     assert resolve_index_k_dtype(None, {"SGLANG_DSV4_BF16_INDEX_K": "0"}) == ("fp8", "default")
-    with pytest.raises(ValueError, match="contradicts"):
-        resolve_index_k_dtype("fp8", env)
+    assert resolve_index_k_dtype("fp4", {}) == ("fp4", "flag")
+    for flag in ("fp8", "fp4"):
+        with pytest.raises(ValueError, match="contradicts"):
+            resolve_index_k_dtype(flag, env)
 
 
 def test_token_count_suffixes() -> None:

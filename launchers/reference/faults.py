@@ -1,0 +1,48 @@
+"""Planted indexer-kernel bugs: the classes of bug real DSA indexer kernels have had, built into the
+reference engine on purpose so that a regression gate can be shown to catch them.
+
+Off unless a profile sets `fault = NAME` (`--fault NAME` on the server); a server with one says so in
+its start-up log, its /server_info and every run that used it. Each is applied faithfully to the bug
+class, never tuned to the model: what it costs in recall is whatever the model loses to it.
+"""
+
+from __future__ import annotations
+
+# imports nothing heavy: the server validates --fault before it loads torch and the model
+INDEX_PAGE_SLOTS = 64  # keys per index-K page, as SGLang pages them (launchers/dsa/fp4.PAGE_SLOTS)
+# a kernel whose candidate buffer holds this many compressed blocks and silently ignores the rest
+TRUNCATE_ABOVE_BLOCKS = 512  # 2,048 tokens at 4 tokens per block
+
+FAULTS: dict[str, str] = {
+    "page_boundary": (
+        "the index page table counts whole pages only (floor where ceil was meant): keys past the last "
+        f"{INDEX_PAGE_SLOTS}-key page boundary are never scored"
+    ),
+    "scale_block": (
+        "quantisation scales applied to the wrong block: each fp8 key is dequantised with the next key's "
+        "scale, each fp4 block with the next block's exponent"
+    ),
+    "topk_truncated": (
+        f"top-k silently truncated above a length: a query with more than {TRUNCATE_ABOVE_BLOCKS} candidate "
+        f"blocks ({TRUNCATE_ABOVE_BLOCKS * 4:,} tokens) scores only the first {TRUNCATE_ABOVE_BLOCKS}"
+    ),
+}
+
+
+def check(fault: str | None, index_k_dtype: str) -> None:
+    """Refuse an unknown fault, or one that cannot exist at this precision (ValueError)."""
+    if fault is None:
+        return
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}: known faults are {', '.join(FAULTS)}")
+    if fault == "scale_block" and index_k_dtype not in ("fp8", "fp4"):
+        raise ValueError(f"fault scale_block needs scaled index keys (fp8 or fp4), not {index_k_dtype}")
+
+
+def scored_candidates(fault: str | None, n_candidates: int) -> int:
+    """How many of a query's candidate blocks (0 .. n-1) the faulty indexer scores."""
+    if fault == "page_boundary":
+        return n_candidates // INDEX_PAGE_SLOTS * INDEX_PAGE_SLOTS
+    if fault == "topk_truncated" and n_candidates > TRUNCATE_ABOVE_BLOCKS:
+        return TRUNCATE_ABOVE_BLOCKS
+    return n_candidates

@@ -1,0 +1,65 @@
+"""The gate's own acceptance test: `recall-eval compare reference fault=NAME --fail-on-regression` catches
+each planted indexer bug of the reference engine (launchers/reference/faults.py) on a small grid, with
+the misses where the bug lives, and every output of a faulty run says it was broken on purpose.
+
+One compare, the baseline run once: needle cases of 3,080 tokens at depths 25, 95 and 97, 4 trials.
+At that length the last prompt position has 754 candidate blocks (753 + 8 while 32 answer tokens are
+decoded: the page boundary does not move). topk_truncated scores only the first 512 (tokens 0-2,047),
+so needles past 2,048 tokens (depths 95 and 97) are lost and depth 25 is not; page_boundary scores
+only the 704 blocks of whole 64-key pages (tokens 0-2,815), so the same deep needles, which lie past
+token 2,816 and before the local window, are lost. The grid is chosen where the bugs live; the faults
+and the model are what they are.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_compare_base_url import recall_eval
+
+pytestmark = [pytest.mark.slow]
+
+GRID = ["--lengths", "3080", "--depths", "25,95,97", "--trials", "4", "--max-tokens", "32"]
+FAULTS = ["fault=topk_truncated", "fault=page_boundary"]
+DEEP = (95, 97)
+
+
+def _results(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_compare_catches_each_planted_fault_where_it_lives() -> None:
+    done = recall_eval("compare", "reference", *FAULTS, *GRID, "--fail-on-regression", timeout=1800)
+    assert done.returncode == 4, done.stderr[-3000:]  # finished; a variant significantly worse
+    html = Path(done.stdout.strip().splitlines()[-1])
+    compare = json.loads((html.parent / "compare.json").read_text())
+    dirs = {v["label"]: (html.parent / v["run_dir"]).resolve() for v in compare["variants"]}
+    baseline = {r["case_id"]: r for r in _results(dirs["reference"])}
+    assert sum(r["outcome"] == "pass" for r in baseline.values()) >= 11, "the fault-free engine must answer"
+    for pair in compare["numbers"]["pairs"]:
+        label, overall = pair["b"], pair["overall"]
+        assert pair["a"] == "reference" and label in FAULTS
+        assert overall["p_value"] < 0.01 and overall["miss_to_pass"] == 0, (label, overall)
+        assert f"variant {label}, needle: recall" in done.stderr and "(--fail-on-regression)" in done.stderr
+        # where the misses are: the deep needles, never depth 25
+        flipped = [
+            r
+            for r in _results(dirs[label])
+            if r["outcome"] in ("miss", "empty", "truncated") and baseline[r["case_id"]]["outcome"] == "pass"
+        ]
+        assert len(flipped) >= 8 and {r["depth_percent"] for r in flipped} <= set(DEEP), label
+        first_lost = 2048 if label == "fault=topk_truncated" else 2816
+        assert all(r["needle_token_offset"] >= first_lost for r in flipped), label
+        # marked in every output: run.json (profile, the server's own /server_info and version), the
+        # console, the run's report
+        run = json.loads((dirs[label] / "run.json").read_text())
+        name = label.removeprefix("fault=")
+        assert run["profile"]["fault"] == name and run["server_info"]["fault"] == name
+        assert f"fault={name}" in json.dumps(run["versions"])
+        assert f"planted fault {name} is on" in done.stderr
+        assert 'id="fault-banner"' in (dirs[label] / "report.html").read_text()
+    assert json.loads((dirs["reference"] / "run.json").read_text())["profile"]["fault"] is None
+    assert 'id="fault-banner"' not in (dirs["reference"] / "report.html").read_text()
