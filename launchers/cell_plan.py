@@ -125,11 +125,14 @@ def plan_sglang(profile: Profile, prompt_tokens: int, answer_tokens: int) -> Cel
 
 
 def plan_cell(profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
-    """The plan of a cell whose longest prompt is `prompt_tokens` server tokens with `answer_tokens` to answer."""
-    if profile.engine == "reference":
-        return plan_reference(profile, prompt_tokens, answer_tokens)
-    if profile.engine == "sglang":
-        return plan_sglang(profile, prompt_tokens, answer_tokens)
+    """The plan of a cell whose longest prompt is `prompt_tokens` server tokens with `answer_tokens` to
+    answer: its server kind's (launchers/kinds: the reference engine's and SGLang's are above)."""
+    from launchers.kinds import kind_of  # the kinds use this module's planners
+
+    return kind_of(profile).plan_cell(profile, prompt_tokens, answer_tokens)
+
+
+def not_planned(profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
     return CellPlan(
         fits=None,
         reason=f"not planned: the planner knows the reference engine and SGLang, not {profile.engine}",

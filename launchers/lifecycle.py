@@ -21,8 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from launchers.argv import LaunchSpec, build_command
+from launchers.argv import LaunchSpec
 from launchers.classify import classify_death, relevant_lines
+from launchers.kinds import build_command, kind_of
 from launchers.oom_killer import oom_kill_count
 from launchers.ports import free_port, require_free
 from launchers.preflight import require_preflight
@@ -165,9 +166,7 @@ class LaunchedServer:
             return [process.pid for process in self._processes if process.pid is not None]
 
     def _expected_model(self) -> str | None:
-        return self.profile.served_model_name or (
-            self.profile.model_path if self.profile.engine == "sglang" else None
-        )
+        return kind_of(self.profile).expected_model(self.profile)
 
     def _classify(self, process: ServerProcess, code: int) -> ServerDeath:
         before, after = self._oom_kills_at_start, oom_kill_count()
@@ -195,14 +194,17 @@ class LaunchedServer:
         return seconds
 
     def _start(self, label: str, port_wait_s: float) -> float:
-        if self.profile.engine == "external":
+        if not kind_of(self.profile).facts.launched:
             return self._wait_external()
         ports = [port for spec in self.specs for port in (spec.port, *spec.extra_ports)]
         require_free(self.specs[0].host, ports, wait_s=port_wait_s)
         self._starts += 1
         self._oom_kills_at_start = oom_kill_count()
         started = time.monotonic()
-        processes = [ServerProcess(spec, self.log_dir / spec.log_name) for spec in self.specs]
+        kind = kind_of(self.profile)
+        processes = [
+            ServerProcess(spec, self.log_dir / spec.log_name, kind.log_secrets) for spec in self.specs
+        ]
         with self._lock:
             self._processes = processes
             self._death = None
@@ -224,7 +226,7 @@ class LaunchedServer:
 
     def _wait_processes_ready(self, started: float) -> None:
         assert self.endpoint_spec is not None
-        probe = Probe(self.endpoint_spec.url, model=self._expected_model())
+        probe = kind_of(self.profile).probe(self.endpoint_spec.url, self._expected_model())
         try:
             wait_ready(
                 probe, self.profile.ready_timeout_s, should_stop=self._first_death, headers=self.auth_headers
@@ -304,7 +306,7 @@ def launch(
     ServerStartError (with the classified death and the relevant log lines) if it dies or times out.
     A single-server profile with port 0 gets a port that is free now (kept across relaunches).
     """
-    if profile.port == 0 and not profile.pd and profile.engine != "external":
+    if profile.port == 0 and not profile.pd and kind_of(profile).facts.launched:
         profile = profile.model_copy(update={"port": free_port(profile.host)})
     specs = build_command(profile)
     require_preflight(profile, specs)  # PreflightFailed: one line per failed check, nothing started

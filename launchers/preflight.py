@@ -16,7 +16,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from launchers.argv import LaunchSpec, build_command
+from launchers.argv import LaunchSpec
+from launchers.kinds import build_command, kind_of
 from launchers.ports import busy_ports
 from launchers.sglang.bf16_index_k import SUPPORTED_SGLANG
 from recall_eval.errors import UserError
@@ -91,8 +92,7 @@ def engine_failures(profile: Profile, specs: Sequence[LaunchSpec], full_import: 
         if module is None or key in seen:
             continue
         seen.add(key)
-        # our own engine: finding it is enough (importing it costs seconds of torch start-up)
-        found = _probe(spec, module, full_import=full_import and profile.engine != "reference")
+        found = _probe(spec, module, full_import=full_import and kind_of(profile).import_to_check)
         if found["error"]:
             package = module.split(".")[0]
             fix = {
@@ -128,17 +128,8 @@ def visible_gpus(env: dict[str, str] | None = None) -> int:
     return count
 
 
-def gpus_needed(profile: Profile) -> int:
-    if profile.engine != "sglang":
-        return 0
-    if profile.pd:
-        parts = [part for part in profile.pd if part.role != "router"]
-        return max(part.base_gpu_id + (part.tp or profile.tp) for part in parts)
-    return profile.tp
-
-
 def gpu_failures(profile: Profile, specs: Sequence[LaunchSpec]) -> list[str]:
-    needed = gpus_needed(profile)
+    needed = kind_of(profile).gpus_needed(profile)
     if needed == 0:
         return []
     have = visible_gpus(specs[0].merged_env())
@@ -174,12 +165,14 @@ def model_path_failures(profile: Profile) -> list[str]:
 
 def preflight(profile: Profile, specs: Sequence[LaunchSpec] | None = None) -> list[str]:
     """Every failed check, one line each with its fix; empty when the launch can go ahead."""
-    if profile.engine == "external":
+    kind = kind_of(profile)
+    if not kind.facts.launched:
         return []
     specs = list(specs) if specs is not None else build_command(profile)
     failures = [*model_path_failures(profile), *port_failures(specs), *gpu_failures(profile, specs)]
     # the real import takes seconds: only worth it when nothing else already stops the launch
-    return [*failures, *engine_failures(profile, specs, full_import=not failures)]
+    failures += engine_failures(profile, specs, full_import=not failures)
+    return [*failures, *kind.preflight(profile, specs, full=not failures)]
 
 
 def require_preflight(profile: Profile, specs: Sequence[LaunchSpec] | None = None) -> None:

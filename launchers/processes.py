@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -48,12 +49,16 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
+SecretsOf = Callable[[Sequence[str], Mapping[str, str]], list[str]]
+
+
 class ServerProcess:
     """A started LaunchSpec. Its log is appended to, each start marked with a header line."""
 
-    def __init__(self, spec: LaunchSpec, log_path: Path):
+    def __init__(self, spec: LaunchSpec, log_path: Path, secrets: SecretsOf = launch_secrets):
         self.spec = spec
         self.log_path = log_path
+        self.secrets = secrets  # the values its log must mask, from argv and environment (its kind's)
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0  # where this start's output begins in the log
         self.served_offset = 0  # the log's size when the server last answered a request
@@ -88,7 +93,7 @@ class ServerProcess:
         assert self.popen.stdout is not None
         pipe = os.dup(self.popen.stdout.fileno())  # MaskedLog owns (and closes) this one
         self.popen.stdout.close()
-        self.masked_log = MaskedLog(pipe, self.log_path, launch_secrets(self.spec.argv, env))
+        self.masked_log = MaskedLog(pipe, self.log_path, self.secrets(self.spec.argv, env))
         self.guard = _start_guard(self.popen.pid)
         add_record(
             self.log_path.parent,

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from launchers.kinds import kind_of
 from recall_eval.errors import BadInput
 from recall_eval.types import PDPart, Profile
 
@@ -117,28 +118,15 @@ def _validate(name: str, fields: dict[str, Any], origin: Path) -> Profile:
 
 
 def check_profile(profile: Profile, where: str) -> None:
-    """Consistency rules a single field's type cannot express."""
-    if profile.engine == "external" and not profile.base_url:
-        raise BadInput(f"{where}: engine 'external' needs base_url (e.g. http://127.0.0.1:30000)")
-    if profile.pd:
-        roles = [part.role for part in profile.pd]
-        workers_only = set(roles) <= {"worker", "router"}
-        if profile.engine != "sglang" and not (profile.engine == "reference" and workers_only):
-            raise BadInput(
-                f"{where}: PD parts need engine 'sglang' (the reference engine takes worker parts only), "
-                f"not {profile.engine!r}"
-            )
-        pd_shape = "prefill" in roles and "decode" in roles and "worker" not in roles
-        dp_shape = "worker" in roles and "prefill" not in roles and "decode" not in roles
-        if roles.count("router") != 1 or not (pd_shape or dp_shape):
-            raise BadInput(
-                f"{where}: a multi-server profile needs exactly one router and either prefill and decode "
-                f"parts (PD) or worker parts (data-parallel), got {roles}"
-            )
+    """Consistency rules a single field's type cannot express: its kind's (fields, precisions, parts),
+    then the ranges every kind shares."""
+    kind_of(profile).check(profile, where)
     if profile.index_topk is not None and profile.index_topk < 1:
         raise BadInput(f"{where}: index_topk must be >= 1, got {profile.index_topk}")
     if profile.mem_fraction_static is not None and not 0 < profile.mem_fraction_static <= 1:
         raise BadInput(f"{where}: mem_fraction_static must be in (0, 1], got {profile.mem_fraction_static}")
+    if profile.tp < 1 or profile.dp < 1:
+        raise BadInput(f"{where}: tp and dp must be >= 1, got tp={profile.tp} dp={profile.dp}")
 
 
 def load_profiles(profiles_file: Path | None = None) -> dict[str, Profile]:
@@ -179,6 +167,7 @@ def apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
         ]
         raise BadInput(f"profile {profile.name!r}: {'; '.join(wrong) or _one_line(err)}") from err
     check_profile(updated, where=f"profile {profile.name!r} with overrides")
+    kind_of(updated).check_precision(updated, where=f"profile {profile.name!r}")
     return updated
 
 

@@ -19,7 +19,7 @@ from recall_eval.adaptations import Adaptations
 from recall_eval.chat_client import ChatClient
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica
-from recall_eval.server_probe import EXTERNAL_HINT, ServerFacts, probe_server
+from recall_eval.server_probe import EXTERNAL_HINT, PROBE_WAIT_S, ServerFacts, probe_server
 from recall_eval.tokenization import TokenCounter, lengths_are_estimates, probe_tokenizer
 from recall_eval.transport import Timeouts
 from recall_eval.types import Endpoint, RequestSettings, RunSpec
@@ -47,10 +47,16 @@ class ProbedTarget:
 
 
 async def probe_replicas(
-    base_urls: Sequence[str], http: httpx.AsyncClient, model: str | None, hint: str = EXTERNAL_HINT
+    base_urls: Sequence[str],
+    http: httpx.AsyncClient,
+    model: str | None,
+    hint: str = EXTERNAL_HINT,
+    wait_s: float = PROBE_WAIT_S,
 ) -> list[ServerFacts]:
-    """Probe every replica at once; BadInput unless all serve the same model."""
-    facts = list(await asyncio.gather(*(probe_server(url, http, model, hint) for url in base_urls)))
+    """Probe every replica at once (each may take `wait_s` to answer); BadInput unless all serve the
+    same model."""
+    probes = (probe_server(url, http, model, hint, wait_s) for url in base_urls)
+    facts = list(await asyncio.gather(*probes))
     models = {fact.model for fact in facts}
     if len(models) > 1:
         served = ", ".join(f"{url} serves {fact.model!r}" for url, fact in zip(base_urls, facts, strict=True))
@@ -66,10 +72,11 @@ async def connect(
     timeouts: Timeouts | None = None,
     adaptations: Adaptations | None = None,
     hint: str = EXTERNAL_HINT,
+    probe_wait_s: float = PROBE_WAIT_S,
 ) -> ProbedTarget:
     """Probe the replicas, choose how to count tokens, and build one client per replica (sharing the
     run's adaptations: a field one replica rejects stays off for all)."""
-    facts = await probe_replicas(base_urls, http, model, hint)
+    facts = await probe_replicas(base_urls, http, model, hint, probe_wait_s)
     first = facts[0]
     knobs = RequestSettings(**spec.settings())  # what the requests carry
     notes: list[str] = []

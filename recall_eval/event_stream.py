@@ -7,6 +7,7 @@ to the gap since the last network chunk; each event carries the time its bytes a
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import time
@@ -37,12 +38,29 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[:limit] + "…"
 
 
+_HTML_HIDDEN = re.compile(r"<(script|style|head)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
+def first_text_line(text: str) -> str:
+    """The first line of text a person would read in an error body: an HTML page's title (else its
+    first line of visible text, tags dropped), or the first non-blank line of plain text."""
+    if "<" in text and re.search(r"<(!doctype|html|body|head|title|h1|center)\b", text, re.IGNORECASE):
+        title = _HTML_TITLE.search(text)
+        if title and title.group(1).strip():
+            return html.unescape(title.group(1))
+        text = html.unescape(_HTML_TAG.sub("\n", _HTML_HIDDEN.sub("\n", text)))
+    return next((line for line in text.splitlines() if line.strip()), "")
+
+
 def error_text(body: bytes) -> str:
-    """The message of an error response body (JSON error/message/detail, else the text), at most 300 chars."""
+    """The message of an error response body (JSON error/message/detail, else the first line of its
+    text: an HTML error page's title), one line of at most 300 chars."""
     try:
         data = json.loads(body)
     except ValueError:
-        return excerpt(body.decode("utf-8", "replace"), 300) or "no body"
+        return excerpt(first_text_line(body.decode("utf-8", "replace")), 300) or "no body"
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict):

@@ -8,6 +8,7 @@ values are flattened (`param_<key>`) or written as JSON strings (`expected`).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -16,8 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pandas as pd
 
 from recall_eval.compare_store import COMPARE_FILE, read_manifest, run_dir_of
+from recall_eval.engines import ENGINE_NAMES
 from recall_eval.errors import BadInput, UserError
-from recall_eval.store import RUN_FILE, RunStore
+from recall_eval.store import RUN_FILE, RunStore, named_dir
 from recall_eval.target_facts import UNKNOWN, target_facts
 from recall_eval.types import RECALL_OUTCOMES, Result, Run, is_baseline
 
@@ -32,7 +34,7 @@ RESULT_COLUMNS: dict[str, str] = {
     "run_id": "run the case belongs to",
     "variant": "the run's variant label (default, fp8, bf16, topk=1024, ...)",
     "profile": "name of the server profile (external for --base-url)",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision the run launched or learned from /server_info (fp8, bf16, fp4), else unknown",
     "index_k_dtype_source": "launched (the profile's), server (its /server_info said it) or unknown",
     "index_topk": "index_topk the run launched or learned from /server_info (empty: unknown)",
@@ -87,7 +89,7 @@ RUN_COLUMNS: dict[str, str] = {
     "variant": "variant label",
     "status": "running, interrupted, finished, failed",
     "profile": "profile name",
-    "engine": "reference, sglang or external",
+    "engine": f"the server engine: {ENGINE_NAMES}",
     "index_k_dtype": "index-key precision launched or learned, else unknown",
     "index_k_dtype_source": "launched, server or unknown",
     "index_topk": "index_topk launched or learned (empty: unknown)",
@@ -297,7 +299,7 @@ def run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     found: list[Path] = []
     seen: set[Path] = set()
     for item in paths:
-        path = Path(item)
+        path = named_dir(item)  # a bare id as `recall-eval runs` prints it names its directory
         if path.name in (RUN_FILE, COMPARE_FILE) and path.is_file():  # the file names its directory
             path = path.parent
         if (path / RUN_FILE).is_file():
@@ -386,8 +388,29 @@ def export_frame(frame: pd.DataFrame, fmt: ExportFormat, out: Path | None = None
         data = buffer.getvalue()
     if out is None:
         return data
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    write_export(Path(out), data, fmt)
     return None
+
+
+def check_export_path(out: Path, fmt: str) -> None:
+    """BadInput, before anything is read or written, for an --out that cannot be a file: a directory,
+    or a file in a folder that does not exist."""
+    if out.is_dir():
+        raise BadInput(f"--out {out} is a directory; give a file to write, e.g. {out / f'results.{fmt}'}")
+    if not out.parent.is_dir():
+        raise BadInput(
+            f"--out {out}: the folder {out.parent} does not exist; create it first (mkdir -p {out.parent})"
+        )
+
+
+def write_export(out: Path, data: bytes, fmt: str) -> None:
+    """Write `data` to `out` whole (a temporary file beside it, renamed over it); nothing is left
+    behind when it fails."""
+    check_export_path(out, fmt)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {out}: {err.strerror or err}; check --out") from None

@@ -62,7 +62,10 @@ class LayoutError(UserError):
 
 
 def family_of(server_info: Mapping[str, Any], model_info: Mapping[str, Any]) -> Family:
-    if server_info.get("engine") == "reference" or model_info.get("model_type") == "reference_dsa":
+    # the reference engine's /server_info describes its block layout itself (num_indexer_layers and
+    # indexer_block_size); SGLang's says neither, so its model's architecture decides
+    self_described = "num_indexer_layers" in server_info and "indexer_block_size" in server_info
+    if self_described or model_info.get("model_type") == "reference_dsa":
         return "reference"
     architectures = model_info.get("architectures") or []
     if any(a in V4_ARCHITECTURES for a in architectures):

@@ -11,6 +11,12 @@ and log line in Result.error); the server is relaunched (bounded retries with ba
 run.json) and the sweep goes on. After `max_consecutive_deaths` deaths with no live answer in
 between, the sweep stops with SweepStopped.
 
+Without a handle (an external server) a failed connection is checked from outside: the server is
+probed (a plain connect); while it refuses connections the probe is repeated with backoff, and after
+`gone_after_probes` refusals in a row the run stops with ServerGone (run.json: interrupted, the resume
+line printed) instead of turning every remaining case into `error`. The case that met it is not
+recorded, so a resume runs it.
+
 Runners running at once (an interleaved compare) share recall_eval.turns: their requests start in
 turn, case by case, so both variants meet the same machine state.
 
@@ -38,6 +44,7 @@ from recall_eval.indexer_capture import Generation, IndexerCapture
 from recall_eval.metrics import score_metric
 from recall_eval.results_writer import ResultsWriter
 from recall_eval.scoring import ECHO_WORDS, PromptText, cut_in_reasoning, score_completion
+from recall_eval.server_probe import refuses_connections
 from recall_eval.store import RunStore
 from recall_eval.tokenization import USAGE_TOKENIZER_NAME
 from recall_eval.turns import LaneTurns
@@ -53,6 +60,11 @@ class SweepStopped(UserError):
     """The sweep cannot go on (the server keeps dying, or cannot be relaunched)."""
 
 
+class ServerGone(SweepStopped):
+    """An external server stopped accepting connections mid-run: the run is interrupted, not failed
+    (resume it once the server is back)."""
+
+
 @dataclass
 class RunnerSettings:
     variant: str = "default"
@@ -63,6 +75,9 @@ class RunnerSettings:
     # not sent
     context_limit: int | None = None
     max_consecutive_deaths: int = 3
+    # an external server refusing this many probes in a row (after a failed connection) is gone
+    gone_after_probes: int = 3
+    gone_probe_backoff_s: float = 1.0  # wait before the 2nd probe; doubled after each
     relaunch_attempts: int = 3
     relaunch_backoff_s: float = 2.0
     retry: frozenset[str] = frozenset()  # outcomes whose cases run again (--retry); earlier lines are kept
@@ -104,6 +119,7 @@ class _ServerState:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     death_check: asyncio.Task[ServerDeath | None] | None = None  # a poll_death running in a thread
+    gone_check: asyncio.Lock = field(default_factory=asyncio.Lock)  # one probe sequence at a time
 
 
 def death_error(death: ServerDeath) -> str:
@@ -274,6 +290,8 @@ class Runner:
         except RequestFailed as failure:
             if failure.kind == "auth":
                 raise UserError(f"{endpoint}: {failure}") from None
+            if failure.kind == "connection" and self.handle is None:
+                await self._stop_if_gone(client, state, failure)
             result, died_on = await self._failed(case, failure, epoch, state, started_at)
             return result.model_copy(update={"endpoint": endpoint}), died_on
         self._served()
@@ -360,6 +378,26 @@ class Runner:
                 f"{self.settings.max_tokens} (give --max-tokens to choose)"
             )
             self.hooks.on_adapted("thinking_budget", line)
+
+    async def _stop_if_gone(self, client: ChatClient, state: _ServerState, failure: RequestFailed) -> None:
+        """After a failed connection to an external server: probe it; ServerGone when it refuses
+        `gone_after_probes` probes in a row (with backoff between them), else return (the case gets
+        its `error`). Cases failing at once share one probe sequence."""
+        settings = self.settings
+        url = client.endpoint.base_url
+        async with state.gone_check:
+            for probe in range(settings.gone_after_probes):
+                if probe:
+                    await asyncio.sleep(settings.gone_probe_backoff_s * 2 ** (probe - 1))
+                if not await refuses_connections(url, client.http):
+                    return
+            waited = sum(settings.gone_probe_backoff_s * 2**i for i in range(settings.gone_after_probes - 1))
+            raise ServerGone(
+                f"{url} refuses connections ({settings.gone_after_probes} probes in a row over {waited:g} s, "
+                f"after a request failed: {failure}); the server is gone, so the run stops here, "
+                "interrupted, instead of recording every remaining case as an error; start the server, then "
+                "resume"
+            )
 
     def _served(self) -> None:
         """The server answered (a stat of its log, no read): older log lines no longer explain a death."""

@@ -37,6 +37,16 @@ def runs_home() -> Path:
     return Path(os.environ.get(HOME_ENV) or "runs")
 
 
+def named_dir(path: str | Path) -> Path:
+    """A run or compare directory as the user named it: the path itself, or, when no such path exists
+    and it is a bare name, that id under the runs home (`recall-eval runs` prints ids, not paths)."""
+    given = Path(path)
+    if given.exists() or len(given.parts) != 1 or given.name in (".", ".."):
+        return given
+    under_home = runs_home() / given
+    return under_home if under_home.is_dir() else given
+
+
 def new_run_id(spec: RunSpec) -> str:
     """A sortable, unique id: UTC timestamp, then a short hash of the spec and the clock."""
     now_ns = time.time_ns()
@@ -136,7 +146,7 @@ class RunStore:
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
-        run_dir = Path(run_dir)
+        run_dir = named_dir(run_dir)
         if run_dir.name == RUN_FILE and run_dir.is_file():  # runs/x/run.json names its directory
             run_dir = run_dir.parent
         run_file = run_dir / RUN_FILE

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from recall_eval.engines import launched as engine_launched
 from recall_eval.types import Run
 
 UNKNOWN = "unknown"
@@ -95,7 +96,7 @@ def target_facts(run: Run) -> TargetFacts:
     """The settings the run launched, else learned from its server, else unknown (see the docstring)."""
     profile, info = run.profile, run.server_info
     dtype, topk = learned_index_k_dtype(info), learned_index_topk(info)
-    launched = profile is not None and profile.engine != "external"
+    launched = engine_launched(profile)
     if launched and profile is not None:
         port = profile.port or _int(find_key(info, ("port",))) or _url_port(find_key(info, ("base_url",)))
         return TargetFacts(

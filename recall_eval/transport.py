@@ -225,9 +225,10 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def auth_failure(url: str, status: int) -> AuthFailed:
-    """The one line for a 401/403 answer."""
-    return AuthFailed(f"{url} answered HTTP {status}: the server rejected the API key; {AUTH_FIX}")
+def auth_failure(url: str, status: int, message: str = "") -> AuthFailed:
+    """The one line for a 401/403 answer (with the server's own message when it gave one)."""
+    said = f" ({message})" if message else ""
+    return AuthFailed(f"{url} answered HTTP {status}{said}: the server rejected the API key; {AUTH_FIX}")
 
 
 def classify_error_message(message: str, status: int | None) -> FailureKind:
@@ -252,7 +253,9 @@ def status_failure(status: int, message: str, retry_after: str | None = None) ->
 
 
 def transport_failure(err: httpx.TransportError, url: str | None = None) -> RequestFailed:
-    """The RequestFailed for an httpx transport error: `tls` for a certificate, else `connection`."""
+    """The RequestFailed for an httpx transport error: `tls` for a certificate; `timeout` for a
+    connection that was made but not answered in time (read, write; not retried: a hung server stays
+    hung); else `connection` (refused, dropped, or no connection within the connect limit)."""
     if is_certificate_error(err):
         if url is None:
             try:
@@ -260,6 +263,10 @@ def transport_failure(err: httpx.TransportError, url: str | None = None) -> Requ
             except RuntimeError:  # an error raised without its request
                 url = "the server"
         return RequestFailed("tls", tls_failure_line(url, err))
+    if isinstance(err, httpx.TimeoutException) and not isinstance(
+        err, httpx.ConnectTimeout | httpx.PoolTimeout
+    ):
+        return RequestFailed("timeout", f"connected, but no response in time ({type(err).__name__})")
     return RequestFailed("connection", f"{type(err).__name__}: {err}".strip())
 
 

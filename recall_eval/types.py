@@ -35,7 +35,7 @@ def is_baseline(suite: str) -> bool:
 
 Role = Literal["system", "user", "assistant"]
 IndexKDtype = Literal["fp8", "bf16", "fp4"]
-Engine = Literal["reference", "sglang", "external"]
+Engine = Literal["reference", "sglang", "vllm", "external"]  # facts per engine: recall_eval/engines.py
 RunStatus = Literal["running", "interrupted", "finished", "failed"]
 MissCause = Literal["selection", "generation"]
 
@@ -246,6 +246,11 @@ class Profile(_Frozen):
     base_url: str | None = None  # for engine="external"
     replica_base_urls: tuple[str, ...] = ()  # engine="external": more replicas of the same model
     tp: int = 1
+    dp: int = 1  # vllm: data-parallel size (--data-parallel-size); SGLang's DP is PD parts or extra_args
+    # vllm: the program that starts the server, in vLLM's own environment: its `vllm` executable or its
+    # Python interpreter (vLLM pins its own torch, so it usually lives in a venv of its own); None: `vllm`
+    executable: str | None = None
+    kv_cache_dtype: str | None = None  # vllm: --kv-cache-dtype (auto, fp8, ...); the DSA index keys are fp8
     mem_fraction_static: float | None = None
     context_length: int | None = None
     max_total_tokens: int | None = None
@@ -388,6 +393,15 @@ class RunSpec(RequestSettings):
     api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)
 
 
+class RunOwner(_Frozen):
+    """The process that runs (or last ran) a run: pid and start time name one process (a pid alone is
+    reused), on this host (recall_eval.run_owner)."""
+
+    pid: int
+    started_at: float  # the process's start time (epoch seconds, as psutil reports it)
+    host: str
+
+
 class Run(_Frozen):
     """The content of run.json."""
 
@@ -421,6 +435,9 @@ class Run(_Frozen):
     # URL form, a field the server rejected, JSON answers to stream requests, untrusted usage counts,
     # TLS checks off, a thinking budget; reports list them
     adaptations: dict[str, str] = Field(default_factory=dict)
+    # the process running it (set each time a sweep, resume or compare starts running it): a run stored
+    # as running whose owner is gone is shown as `interrupted (no process)`; None in runs written before
+    owner: RunOwner | None = None
 
 
 class Endpoint(_Frozen):

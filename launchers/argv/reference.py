@@ -10,7 +10,6 @@ from pathlib import Path
 
 from launchers.argv.spec import LaunchSpec
 from launchers.reference.faults import check as check_fault
-from launchers.reference.server_args import INDEX_K_DTYPES
 from recall_eval.errors import BadInput
 from recall_eval.types import Profile
 
@@ -20,12 +19,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _refuse_unsupported(profile: Profile) -> None:
+    """What the reference engine cannot do beyond its kind's fields and precisions (launchers/kinds)."""
     where = f"profile {profile.name!r} (engine reference)"
-    if profile.index_k_dtype not in INDEX_K_DTYPES:
-        raise BadInput(
-            f"{where}: the reference engine stores index keys in {', '.join(INDEX_K_DTYPES)}, "
-            f"not {profile.index_k_dtype}"
-        )
     try:
         check_fault(profile.fault, profile.index_k_dtype)
     except ValueError as err:
@@ -35,15 +30,6 @@ def _refuse_unsupported(profile: Profile) -> None:
     if {part.role for part in profile.pd} - {"worker", "router"}:
         raise BadInput(
             f"{where}: PD disaggregation needs engine 'sglang' (the reference engine takes workers)"
-        )
-    unsupported = [
-        name
-        for name in ("page_size", "dsa_prefill_backend", "dsa_decode_backend")
-        if getattr(profile, name) is not None
-    ]
-    if unsupported:
-        raise BadInput(
-            f"{where}: {', '.join(unsupported)} are SGLang settings the reference engine does not have"
         )
 
 

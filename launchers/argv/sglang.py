@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from typing import Any
 
+from launchers.argv.overrides import model_overrides_in
 from launchers.argv.precision import BF16_INDEX_K_ENV, BF16_PATCH_DIR, effective_index_k_dtype
 from launchers.argv.spec import LaunchSpec
 from recall_eval.errors import BadInput
@@ -22,37 +22,6 @@ FP4_INDEXER_FLAG = "--enable-deepseek-v4-fp4-indexer"  # SGLang's experimental F
 MODEL_OVERRIDES_FLAG = "--json-model-override-args"
 ATTN_DP_FLAG = "--attn-dp-size"  # 0.5.23's replacement for --enable-dp-attention --dp-size N
 DSA_FUSE_TOPK_ENV = "SGLANG_DSA_FUSE_TOPK"  # 0: DSA top-k returned as token positions (indexer capture)
-
-
-def _model_overrides(profile: Profile, extra_args: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """index_topk merged with any --json-model-override-args in extra_args (one flag in the end)."""
-    overrides: dict[str, Any] = {}
-    rest: list[str] = []
-    args = iter(extra_args)
-    for arg in args:
-        if arg == MODEL_OVERRIDES_FLAG or arg.startswith(MODEL_OVERRIDES_FLAG + "="):
-            text = arg.partition("=")[2] if "=" in arg else next(args, "")
-            try:
-                parsed = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise BadInput(
-                    f"profile {profile.name!r}: {MODEL_OVERRIDES_FLAG} in extra_args is not JSON: {err}"
-                ) from err
-            if not isinstance(parsed, dict):
-                raise BadInput(
-                    f"profile {profile.name!r}: {MODEL_OVERRIDES_FLAG} in extra_args must be a JSON object"
-                )
-            overrides.update(parsed)
-        else:
-            rest.append(arg)
-    if profile.index_topk is not None:
-        if overrides.get("index_topk", profile.index_topk) != profile.index_topk:
-            raise BadInput(
-                f"profile {profile.name!r}: index_topk = {profile.index_topk} but extra_args' "
-                f"{MODEL_OVERRIDES_FLAG} sets {overrides['index_topk']}; keep one of them"
-            )
-        overrides["index_topk"] = profile.index_topk
-    return overrides, rest
 
 
 def _precision_args_env(dtype: IndexKDtype) -> tuple[list[str], dict[str, str]]:
@@ -84,7 +53,7 @@ def _server_argv(profile: Profile, port: int, tp: int, extra: list[str]) -> list
     for flag, value in optional.items():
         if value is not None:
             argv += [flag, str(value)]
-    model_overrides, rest = _model_overrides(profile, [*profile.extra_args, *extra])
+    model_overrides, rest = model_overrides_in(profile, [*profile.extra_args, *extra], MODEL_OVERRIDES_FLAG)
     if model_overrides:
         argv += [MODEL_OVERRIDES_FLAG, json.dumps(model_overrides)]
     if profile.enable_return_indexer_topk:

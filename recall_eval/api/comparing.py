@@ -51,11 +51,13 @@ from recall_eval.compare_store import (
     relative_run_dir,
     run_dir_of,
 )
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.formatting import settings_text
 from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
+from recall_eval.run_owner import GONE, shown_status
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, RequestSettings, Run, RunSpec
@@ -63,7 +65,9 @@ from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, pa
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
-_RESUMABLE = ("interrupted", "failed")  # not "running": another process may still be writing it
+# not "running" while its process runs (it may still be writing it); a running run whose process is gone
+# (recall_eval.run_owner: `interrupted (no process)`) is resumable
+_RESUMABLE = ("interrupted", "failed", GONE)
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ def _variant_spec(spec: RunSpec, label: str, knobs: dict[str, Any], thinking_bud
 
 def target_key(profile: Profile) -> dict[str, Any]:
     """What identifies a target for reuse: the server at a URL, or a profile's result-relevant fields."""
-    if profile.engine == "external":
+    if not launched(profile):
         return {"base_url": (profile.base_url or "").rstrip("/"), "model": profile.served_model_name}
     return profile.model_dump(mode="json", exclude=set(_IRRELEVANT_PROFILE_FIELDS))
 
@@ -208,7 +212,7 @@ def reused_run(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hook
 
 def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Hooks) -> RunStore:
     """The latest interrupted or failed match, reopened, else a new run directory."""
-    resumable = [store for store in matches if store.run.status in _RESUMABLE]
+    resumable = [store for store in matches if shown_status(store.run) in _RESUMABLE]
     if resumable:
         store = resumable[-1]
         hooks.note(f"{planned.label}: resuming run {store.run.run_id} ({store.path})")
@@ -301,7 +305,7 @@ def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
 
 def all_live(planned: Sequence[PlannedVariant]) -> bool:
     """Every variant is a running server (nothing to launch): their requests can be interleaved."""
-    return all(p.profile.engine == "external" for p in planned)
+    return not any(launched(p.profile) for p in planned)
 
 
 def compare_interleaved(runs: Sequence[RunRecord], previous: Sequence[str] | None) -> bool:

@@ -17,8 +17,8 @@ from recall_eval import event_loop
 from recall_eval.adaptations import Adaptations
 from recall_eval.api.hooks import Hooks, SweepProgress
 from recall_eval.api.options import RequestOptions
-from recall_eval.api.run_status import finish_run, raise_recorded
-from recall_eval.api.targets import Target, open_target, request_auth, target_urls
+from recall_eval.api.run_status import claim_run, finish_run, raise_recorded
+from recall_eval.api.targets import Target, open_target, probe_wait_s, request_auth, target_urls
 from recall_eval.api.versions import versions
 from recall_eval.calibration import (
     DEFAULT_TOKENS_PER_WORD,
@@ -30,11 +30,13 @@ from recall_eval.calibration import (
 )
 from recall_eval.chat_client import ChatClient
 from recall_eval.connect import connect
+from recall_eval.engines import launched
 from recall_eval.errors import UserError
 from recall_eval.http_client import RunClient, make_http_client
 from recall_eval.indexer_capture import IndexerCapture, open_capture
 from recall_eval.redact import Redactor
 from recall_eval.runner import Runner, RunnerHooks, RunnerSettings
+from recall_eval.server_probe import PROBE_WAIT_S
 from recall_eval.server_url import api_root, server_root, without_userinfo
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS
@@ -64,6 +66,7 @@ def run_recorded(
     writes and in the error raised."""
     auth = request_auth(request)
     store.redactor = Redactor(auth.secrets())
+    claim_run(store)
     if profile.fault is not None:  # said before anything starts, and kept in run.json's profile
         hooks.note(
             f"planted fault {profile.fault} is on: this server is broken on purpose (a gate's own test)",
@@ -75,7 +78,7 @@ def run_recorded(
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers, verify=auth.verify)
                 store.redactor = Redactor(auth.secrets())
-            event_loop.run(run_sweep(store, target, hooks, auth, retry))
+            event_loop.run(run_sweep(store, target, hooks, auth, retry, probe_wait_s(request)))
     except (KeyboardInterrupt, Exception) as err:
         raise_recorded(store, err)
     finish_run(store, "finished")
@@ -101,11 +104,15 @@ async def run_sweep(
     hooks: Hooks,
     auth: ServerAuth | None = None,
     retry: frozenset[str] = frozenset(),
+    probe_wait: float = PROBE_WAIT_S,
 ) -> None:
     """Probe every replica, calibrate the cases not yet final, and run them; results land in the
     store as they finish. retry: outcomes whose stored cases are not final (they run again; their
-    earlier lines stay)."""
-    async with make_http_client(auth) as http, prepared_sweep(store, target, hooks, http, retry) as sweep:
+    earlier lines stay). probe_wait: how long /v1/models may take to answer (--probe-timeout)."""
+    async with (
+        make_http_client(auth) as http,
+        prepared_sweep(store, target, hooks, http, retry, probe_wait=probe_wait) as sweep,
+    ):
         sweep.progress.start_run()
         await sweep.runner.run(sweep.cases)
 
@@ -127,6 +134,7 @@ async def prepared_sweep(
     http: RunClient,
     retry: frozenset[str] = frozenset(),
     interleaved: bool = False,
+    probe_wait: float = PROBE_WAIT_S,
 ) -> AsyncIterator[PreparedSweep]:
     """Probe every replica, write what the server said into run.json, calibrate the pending cases
     against this run's own server, and hold the progress display while the caller runs them.
@@ -139,7 +147,7 @@ async def prepared_sweep(
     urls = target_urls(profile, target.base_url) if profile is not None else [server_root(target.base_url)]
     shown_url = without_userinfo(urls[0])
     adaptations = run_adaptations(store, hooks)
-    given = (profile.base_url if profile is not None and profile.engine == "external" else None) or ""
+    given = (profile.base_url if profile is not None and not launched(profile) else None) or ""
     if given and given.rstrip("/") != urls[0]:
         adapted_line = (
             f"--base-url {without_userinfo(given)}: requests go to {without_userinfo(api_root(urls[0]))}/..."
@@ -153,7 +161,13 @@ async def prepared_sweep(
         else None
     )
     connection = await connect(
-        urls, http, spec, target.model, adaptations=adaptations, **({"hint": hint} if hint else {})
+        urls,
+        http,
+        spec,
+        target.model,
+        adaptations=adaptations,
+        probe_wait_s=probe_wait,
+        **({"hint": hint} if hint else {}),
     )
     for line in connection.warnings:
         adaptations.note(adapted.MODELS_ENDPOINT, line)

@@ -18,9 +18,9 @@ from recall_eval.api.execute import PreparedSweep, build_recipes, prepared_sweep
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import RequestOptions
 from recall_eval.api.records import RunRecord
-from recall_eval.api.run_status import finish_run, raise_recorded, recorded_stop
+from recall_eval.api.run_status import claim_run, finish_run, raise_recorded, recorded_stop
 from recall_eval.api.sweeping import finished_record
-from recall_eval.api.targets import Target, open_target, request_auth
+from recall_eval.api.targets import Target, open_target, probe_wait_s, request_auth
 from recall_eval.calibration import recipe_id
 from recall_eval.http_client import make_http_client
 from recall_eval.redact import Redactor
@@ -64,6 +64,7 @@ def run_interleaved_recorded(
     auth = request_auth(request)
     for store in stores:
         store.redactor = Redactor(auth.secrets())
+        claim_run(store)
     labels = [store.run.spec.variant for store in stores]
     try:
         with hooks.interleaving(labels), ExitStack() as stack:
@@ -71,7 +72,7 @@ def run_interleaved_recorded(
                 stack.enter_context(open_target(p, s.path, hooks))
                 for s, p in zip(stores, profiles, strict=True)
             ]
-            event_loop.run(_run_sweeps_interleaved(stores, targets, hooks, auth))
+            event_loop.run(_run_sweeps_interleaved(stores, targets, hooks, auth, probe_wait_s(request)))
     except _LaneFailed as failed:
         for lane, store in enumerate(stores):
             if lane != failed.lane:
@@ -86,7 +87,7 @@ def run_interleaved_recorded(
 
 
 async def _run_sweeps_interleaved(
-    stores: Sequence[RunStore], targets: Sequence[Target], hooks: Hooks, auth: ServerAuth
+    stores: Sequence[RunStore], targets: Sequence[Target], hooks: Hooks, auth: ServerAuth, probe_wait: float
 ) -> None:
     """Prepare every run (probe, calibrate against its own server), then run them all at once."""
     turns = Turns(len(stores), [recipe_id(recipe) for recipe in build_recipes(stores[0].run.spec)])
@@ -95,7 +96,7 @@ async def _run_sweeps_interleaved(
         for lane, (store, target) in enumerate(zip(stores, targets, strict=True)):
             try:
                 http = await stack.enter_async_context(make_http_client(auth))
-                sweep = prepared_sweep(store, target, hooks, http, interleaved=True)
+                sweep = prepared_sweep(store, target, hooks, http, interleaved=True, probe_wait=probe_wait)
                 sweeps.append(await stack.enter_async_context(sweep))
             except Exception as err:
                 raise _LaneFailed(lane, err) from err

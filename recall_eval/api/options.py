@@ -157,8 +157,8 @@ def _profiles_file() -> Any:
 def _scoring() -> Any:
     return option(
         "--scoring",
-        "headline verdict of the console, report and --fail-under: lenient (RULER-compatible: the expected "
-        "value appears) or strict (the answer commits to it); both are stored",
+        "the verdict the headline figures use: lenient (RULER-compatible: the expected value appears) or "
+        "strict (the answer commits to it); both are stored",
         default="lenient",
         default_text="lenient; for `report`, what the run or compare chose",
         metavar="lenient|strict",
@@ -185,8 +185,8 @@ def _fail_under() -> Any:
     return option(
         "--fail-under",
         "exit 4 when recall (in a compare: any variant's) is below this: overall (0.95), per suite "
-        "(needle=0.98,config=0.8), or both; a scored suite (vt=0.85) is gated on its mean score; one line "
-        "per variant and suite that missed. For CI gating",
+        "(needle=0.98,config=0.8), or both; a scored suite (vt=0.85) is gated on its mean score; judged "
+        "on the --scoring verdict; one line per variant and suite that missed. For CI gating",
         cli=str,
         metavar="RECALL",
     )
@@ -273,6 +273,8 @@ class GridOptions:
         "task's own budget)",
         cli=int,
         default=_spec_default("max_tokens"),
+        default_text=f"{_spec_default('max_tokens')} for needle, config and multiturn; RULER's tasks and mrcr "
+        "their own",
         minimum=1,
     )
 
@@ -282,6 +284,15 @@ class _Access:
     """How requests reach the server: used, never stored (run.json records only whether a key was sent,
     the header names, and that TLS checking was off, as an adaptation); a resume must be given them again."""
 
+    probe_timeout_s: float | None = option(
+        "--probe-timeout",
+        "seconds a server may take to answer GET /v1/models before the run starts (a gateway or a "
+        "server still loading may need more)",
+        cli=float,
+        default=10.0,  # recall_eval.server_probe.PROBE_WAIT_S (not imported: --help stays free of httpx)
+        default_text="10",
+        above=0,
+    )
     api_key: str | None = option(
         "--api-key",
         "API key sent as 'Authorization: Bearer KEY' (else $RECALL_EVAL_API_KEY, else $OPENAI_API_KEY)",

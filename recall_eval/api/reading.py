@@ -11,7 +11,7 @@ from recall_eval.api.records import RunRecord
 from recall_eval.compare_store import COMPARE_FILE, COMPARE_HTML, read_manifest, run_dir_of
 from recall_eval.errors import UserError
 from recall_eval.frame import check_scoring
-from recall_eval.store import RunStore, list_runs, runs_home
+from recall_eval.store import RunStore, list_runs, named_dir, runs_home
 
 if TYPE_CHECKING:
     from launchers.server_records import Leftover
@@ -33,7 +33,7 @@ def render_report(path: Path | str, scoring: str | None = None) -> Path:
     import reports
     from reports.compare_report import render_compare
 
-    path = Path(path)
+    path = named_dir(path)  # a bare id as `runs` prints it
     if (path / COMPARE_FILE).is_file():
         return render_compare(path, scoring)
     if (path / "study.json").is_file():  # a study: its figures recomputed from its runs, its page rendered

@@ -13,6 +13,7 @@ from recall_eval.baseline_gate import ScopeTest
 from recall_eval.errors import UserError
 from recall_eval.exit_codes import EXIT_OK, Verdict
 from recall_eval.frame import frame_of, headline_frame, planned_cases, without_baselines
+from recall_eval.run_owner import shown_status
 from recall_eval.stats import recall_table, score_table
 from recall_eval.store import RunStore
 from recall_eval.types import Profile, Result, Run
@@ -54,6 +55,12 @@ class RunRecord:
     def status(self) -> str:
         """running, interrupted, finished or failed (as in run.json)."""
         return self.run.status
+
+    @property
+    def status_now(self) -> str:
+        """The status as it is now: `interrupted (no process)` for a run stored as running whose
+        process is gone (killed without a word); else `status` (recall_eval.run_owner)."""
+        return shown_status(self.run)
 
     @property
     def variant(self) -> str:

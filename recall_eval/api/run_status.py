@@ -1,5 +1,6 @@
 """How a stored run ended, written into run.json (finished, interrupted, failed with the reason), and
-what the library raises for it: RunInterrupted after Ctrl-C, RunStopped for an early end."""
+what the library raises for it: RunInterrupted after Ctrl-C, RunStopped for an early end (an external
+server that went away mid-run leaves the run interrupted, not failed)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from typing import NoReturn
 
 from recall_eval.api.records import RunInterrupted, RunStopped
 from recall_eval.errors import BadInput, UserError
-from recall_eval.runner import SweepStopped
+from recall_eval.run_owner import this_process
+from recall_eval.runner import ServerGone, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.types import RunStatus
+
+
+def claim_run(store: RunStore) -> None:
+    """Record this process as the run's owner (run.json `owner`): if it dies without a word, `runs`
+    shows the run as interrupted instead of running."""
+    owner = this_process()
+    store.update_run(lambda run: run.model_copy(update={"owner": owner}))
 
 
 def finish_run(store: RunStore, status: RunStatus, note: str | None = None) -> None:
@@ -26,6 +35,9 @@ def recorded_stop(store: RunStore, err: BaseException) -> BaseException:
     if isinstance(err, KeyboardInterrupt):
         finish_run(store, "interrupted", "stopped by Ctrl-C")
         return RunInterrupted(store.path, label)
+    if isinstance(err, ServerGone):  # the server went away, the run did not fail: resume finishes it
+        finish_run(store, "interrupted", str(err))
+        return RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True)
     if isinstance(err, SweepStopped):
         finish_run(store, "failed", str(err))
         return RunStopped(UserError(store.redactor.text(str(err))), store.path, label, gave_up=True)

@@ -35,6 +35,7 @@ from recall_eval.api.sweeping import (
 from recall_eval.api.versions import run_versions
 from recall_eval.cliff import CliffSearch, LengthSearch, parse_search
 from recall_eval.cliff_store import SearchBatch, SearchManifest, read_search, write_search
+from recall_eval.engines import launched
 from recall_eval.stats import recall_table
 from recall_eval.store import RunStore, new_run_id, runs_home
 from recall_eval.types import Profile, Run, RunSpec
@@ -163,7 +164,7 @@ def _held_target(
     """The server every batch talks to: a running one as it is; a profile launched now, held until the
     search ends (stopped also on errors and Ctrl-C)."""
     check_target(profile, request or RequestOptions())
-    if profile.engine == "external":
+    if not launched(profile):
         return profile
     from launchers.lifecycle import launch, sigterm_raises_exit
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recall_eval.api.options import DEFAULT_PROFILE, TargetOptions
+from recall_eval.errors import BadInput, UserError
 from recall_eval.store import runs_home
 from recall_eval.types import Profile
 
@@ -33,8 +34,19 @@ def resolve(profile: str | None, target: TargetOptions | None = None) -> Profile
 
 
 def serve_log_dir(profile_name: str) -> Path:
+    """A new folder for one serve's logs: <runs>/serve/<profile>-<UTC time>, with -2, -3, ... when
+    another serve took that name in the same second (each serve its own logs and servers.json)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return runs_home() / "serve" / f"{profile_name}-{stamp}"
+    parent = runs_home() / "serve"
+    parent.mkdir(parents=True, exist_ok=True)
+    for number in range(1, 1000):
+        path = parent / (f"{profile_name}-{stamp}" + (f"-{number}" if number > 1 else ""))
+        try:
+            path.mkdir()  # atomic: of two serves started at once, one gets each name
+        except FileExistsError:
+            continue
+        return path
+    raise UserError(f"cannot make a log folder under {parent}: 999 serves of {profile_name} this second")
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ def plan(
 ) -> Plan:
     """Index-key bytes and KV pool capacity of the profile's model at fp8 / fp4 / bf16 index keys.
     The target's context_length is the sequence length to fit (default: the profile's)."""
+    from launchers.kinds import kind_of
     from launchers.planner import make_plan
 
     target = target or TargetOptions()
@@ -87,8 +100,12 @@ def plan(
         model_path=target.model_path,
         profiles_file=target.profiles_file,
     )
+    resolved = resolve(profile, overrides)
+    refusal = kind_of(resolved).plan_refusal(resolved)
+    if refusal is not None:
+        raise BadInput(refusal)
     return make_plan(
-        resolve(profile, overrides),
+        resolved,
         context_length=target.context_length,
         gpu_mem_gib=gpu_mem_gib,
         weights_gib=weights_gib,
@@ -104,6 +121,19 @@ def profiles(profiles_file: Path | None = None) -> dict[str, Profile]:
 
 def profile_commands(profile: Profile) -> list[LaunchSpec]:
     """The processes a profile starts (argv, env, URL); BadInput when it cannot be launched."""
-    from launchers.argv import build_command
+    from launchers.kinds import build_command
 
     return build_command(profile)
+
+
+def kind_line(profile: Profile) -> str:
+    """What the profile's server kind launches and how (launchers/kinds), in one line for `profiles`."""
+    from launchers.kinds import kind_of
+
+    kind = kind_of(profile)
+    parts = [f"index keys: {', '.join(kind.index_k_dtypes)}"]
+    if kind.topk_setting:
+        parts.append(f"index_topk via {kind.topk_setting}")
+    if kind.length_endpoint:
+        parts.append(f"lengths from {kind.length_endpoint}")
+    return "; ".join(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -36,13 +37,16 @@ from recall_eval.api.run_file import write_config
 from recall_eval.api.targets import check_reachable, request_auth
 from recall_eval.api.versions import changed_prompts, run_versions
 from recall_eval.baseline_store import read_baseline
+from recall_eval.compare_store import COMPARE_FILE
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
 from recall_eval.formatting import settings_text
 from recall_eval.frame import check_scoring
 from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
-from recall_eval.store import RunStore, new_run_id, runs_home
+from recall_eval.run_owner import owner_alive
+from recall_eval.store import RUN_FILE, RunStore, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, RequestSettings, Run, RunSpec, request_knobs
 
@@ -172,7 +176,7 @@ def build_profile(target: TargetOptions) -> Profile:
 
 def with_capture(profile: Profile, capture: bool) -> Profile:
     """A launched server must be started with --enable-return-indexer-topk to return selections."""
-    if not capture or profile.engine == "external":
+    if not capture or not launched(profile):
         return profile
     if profile.pd:
         raise BadInput(
@@ -182,16 +186,32 @@ def with_capture(profile: Profile, capture: bool) -> Profile:
     return profile.model_copy(update={"enable_return_indexer_topk": True})
 
 
-def _new_store(spec: RunSpec, profile: Profile, out: str | Path | None, scoring: str = "lenient") -> RunStore:
+def run_place(spec: RunSpec, out: str | Path | None) -> tuple[Path, str]:
+    """Where a new run goes (--out: a folder for runs, or a run id; default: the runs home) and its id;
+    BadInput, before anything starts, for an --out that is itself a run or compare directory."""
     root, run_id = runs_home(), new_run_id(spec)
     if out:
         text = str(out)
         if isinstance(out, Path) or "/" in text or Path(text).is_dir():
             root = Path(out)
+            if (root / RUN_FILE).is_file() or (root / COMPARE_FILE).is_file():  # a run would nest in it
+                what = "a run" if (root / RUN_FILE).is_file() else "a compare"
+                fix = f"resume it with `recall-eval sweep --resume {text}`, or " if what == "a run" else ""
+                raise BadInput(
+                    f"--out {text} is {what} directory, not a folder for runs; {fix}give the folder new "
+                    f"runs go in (e.g. {root.parent})"
+                )
         elif _RUN_ID.fullmatch(text):
             run_id = text
         else:
             raise BadInput(f"--out {text!r}: give a directory (runs are created inside it) or a run id")
+    return root, run_id
+
+
+def _new_store(
+    spec: RunSpec, profile: Profile, place: tuple[Path, str], scoring: str = "lenient"
+) -> RunStore:
+    root, run_id = place
     run = Run(
         run_id=run_id,
         spec=spec,
@@ -219,7 +239,7 @@ def check_lengths_of(spec: RunSpec) -> None:
 def check_target(profile: Profile, request: RequestOptions) -> None:
     """An external server must answer; a profile to launch must pass the preflight (engine importable
     by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure."""
-    if profile.engine == "external":
+    if not launched(profile):
         check_reachable(profile, request)
         return
     from launchers.preflight import require_preflight
@@ -302,8 +322,9 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
         raise BadInput("--fail-fast stops a gate early: add --baseline FILE or --fail-under RECALL")
     check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
+    place = run_place(spec, options.out)
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
-    store = _new_store(spec, profile, options.out, scoring)
+    store = _new_store(spec, profile, place, scoring)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
     if (settings := settings_text(spec)) is not None:
         hooks.note(settings)
@@ -352,6 +373,17 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
     if kept:
         raise BadInput(f"--resume keeps the run's own request settings: drop {', '.join(kept)}")
     store = RunStore.open(run_dir)
+    owner = store.run.owner
+    if (
+        store.run.status == "running"
+        and owner is not None
+        and owner.pid != os.getpid()
+        and owner_alive(owner)
+    ):
+        raise UserError(
+            f"--resume {run_dir}: the run is still running (pid {owner.pid}); wait for it, or stop it "
+            f"(Ctrl-C there, or kill -INT {owner.pid}) and resume then"
+        )
     profile = store.run.profile
     if profile is None:
         raise UserError(f"{run_dir}/run.json has no profile; it cannot be resumed")

@@ -12,11 +12,13 @@ from typing import Any
 
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks
-from recall_eval.api.options import RequestOptions
+from recall_eval.api.options import DEFAULT_REQUEST, RequestOptions
 from recall_eval.auth_input import auth_of
 from recall_eval.connect import probe_replicas
-from recall_eval.errors import BadInput
+from recall_eval.engines import launched
+from recall_eval.errors import BadInput, UserError
 from recall_eval.http_client import make_http_client
+from recall_eval.redact import Redactor
 from recall_eval.server_url import server_root
 from recall_eval.transport import ServerAuth, tls_verify
 from recall_eval.types import Profile, ServerHandle
@@ -36,7 +38,7 @@ class Target:
 @contextmanager
 def open_target(profile: Profile, log_dir: Path, hooks: Hooks) -> Iterator[Target]:
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one."""
-    if profile.engine == "external":
+    if not launched(profile):
         assert profile.base_url is not None
         yield Target(base_url=server_root(profile.base_url), model=profile.served_model_name)
         return
@@ -68,10 +70,16 @@ def request_auth(request: RequestOptions | None) -> ServerAuth:
     return dataclasses.replace(auth, verify=verify)
 
 
+def probe_wait_s(request: RequestOptions | None) -> float:
+    """How long /v1/models may take to answer (--probe-timeout, else its declared default)."""
+    given = request.probe_timeout_s if request is not None else None
+    return given if given is not None else float(DEFAULT_REQUEST.probe_timeout_s or 10.0)
+
+
 def target_urls(profile: Profile, base_url: str) -> list[str]:
     """Every endpoint serving the variant: the target's URL, then an external profile's replicas, each
     as its server root (recall_eval.server_url: a trailing /v1 or slash dropped)."""
-    urls = [base_url, *profile.replica_base_urls] if profile.engine == "external" else [base_url]
+    urls = [base_url] if launched(profile) else [base_url, *profile.replica_base_urls]
     return [server_root(url) for url in urls]
 
 
@@ -79,9 +87,19 @@ def check_reachable(profile: Profile, request: RequestOptions | None = None) -> 
     """Fail before running anything when an external server (any replica) cannot be reached, lacks
     the model, or refuses the key."""
 
-    async def probe() -> None:
-        async with make_http_client(request_auth(request)) as http:
-            urls = target_urls(profile, profile.base_url or "")
-            await probe_replicas(urls, http, profile.served_model_name)
+    auth = request_auth(request)
 
-    event_loop.run(probe())
+    async def probe() -> None:
+        async with make_http_client(auth) as http:
+            urls = target_urls(profile, profile.base_url or "")
+            await probe_replicas(urls, http, profile.served_model_name, wait_s=probe_wait_s(request))
+
+    try:
+        event_loop.run(probe())
+    except UserError as err:  # it may quote the server, which may echo the key it refused
+        masked = Redactor(auth.secrets()).values_only(str(err))
+        if masked != str(err):
+            raise (
+                BadInput(masked) if isinstance(err, BadInput) else UserError(masked, err.exit_code)
+            ) from None
+        raise

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,4 +27,18 @@ def summary_line(results: list[Result], scoring: str = "lenient") -> str:
 
 
 def open_in_browser(path: Path) -> None:
-    webbrowser.open(path.resolve().as_uri())
+    """Open the report in the user's browser; where none can be opened (no display: a server over
+    SSH, a container) one line says so and where the file is, instead of nothing."""
+    from recall_eval.cli.app import say
+
+    uri = path.resolve().as_uri()
+    no_display = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("BROWSER")
+    )
+    if no_display or not webbrowser.open(uri):
+        why = "no display here ($DISPLAY is not set)" if no_display else "no browser could be started"
+        say(
+            f"--open: {why}; open {uri} in a browser (or copy {path} to a machine with one)",
+            "note:",
+            "yellow",
+        )

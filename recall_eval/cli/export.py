@@ -21,7 +21,9 @@ def export(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RUN...", help="Run directories (runs/<run-id>); a compare directory stands for its runs."
+            metavar="RUN...",
+            help="Run directories (runs/<run-id>), or run ids as `recall-eval runs` prints them; a compare "
+            "directory stands for its runs.",
         ),
     ],
     fmt: Annotated[
@@ -34,13 +36,15 @@ def export(
 ) -> None:
     """Write the results of RUNS as one table, one row per case (the columns are listed in README,
     "Results as data"). Several runs are concatenated; the run_id column tells them apart."""
-    from recall_eval.frame import EXPORT_FORMATS, export_frame
+    from recall_eval.frame import EXPORT_FORMATS, check_export_path, export_frame
 
     fmt = fmt or "csv"
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: pick one of {', '.join(EXPORT_FORMATS)}")
     if fmt == "parquet" and out is None:
         raise BadInput("--format parquet is binary: give a file with --out results.parquet")
+    if out is not None:
+        check_export_path(out, fmt)  # before the runs are read
     frame = api.results_frame(runs)
     data = export_frame(frame, fmt, out)  # type: ignore[arg-type]
     if out is None:

@@ -12,6 +12,7 @@ from recall_eval.api import servers
 from recall_eval.api.options import TargetOptions
 from recall_eval.cli.app import app
 from recall_eval.cli.options import only, takes_options
+from recall_eval.engines import launched
 from recall_eval.errors import BadInput
 
 
@@ -40,11 +41,13 @@ def profiles(
             f"context_length={profile.context_length or 'model default'} "
             f"ready_timeout_s={profile.ready_timeout_s:g}"
         )
-        if profile.engine == "external":  # nothing is launched: the settings are the server's own
+        if not launched(profile):  # nothing is launched: the settings are the server's own
             settings = "index_k_dtype, index_topk, tp and memory: the running server's own (unknown here)"
         out.print(f"  {settings}", markup=False)
-        if profile.engine == "external":
+        if not launched(profile):
             out.print(f"  no process: requests go to {profile.base_url}", markup=False)
+        else:
+            out.print(f"  {servers.kind_line(profile)}", markup=False)
         try:
             specs = servers.profile_commands(profile)
         except BadInput as err:

@@ -20,7 +20,8 @@ def report(
         Path,
         typer.Argument(
             metavar="RUN_DIR",
-            help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...).",
+            help="A run directory (runs/<run-id>) or a compare directory (runs/compare-...), or its id as "
+            "`recall-eval runs` prints it.",
         ),
     ],
     headline: Annotated[SweepOptions, only("scoring")],

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from recall_eval import api
 from recall_eval.cli.app import app
+from recall_eval.engines import launched
 from recall_eval.formatting import percent, score_points
 from recall_eval.store import runs_home
 from recall_eval.target_facts import target_facts
@@ -22,8 +25,11 @@ if TYPE_CHECKING:
     from recall_eval.api.reading import CompareEntry, Leftover
 
 RUN_COLUMNS = (
-    "id", "status", "variant", "profile", "index K", "topk", "suites", "lengths", "cases", "recall", "created",
+    "id", "status", "variant", "profile", "index K/topk", "suites", "lengths", "cases", "recall", "created",
 )  # fmt: skip
+# narrower than this, `created` is left out of the table (a run id begins with its UTC creation time)
+WIDE_ENOUGH_FOR_CREATED = 130
+LONGEST_URL = 10  # the profile column (a URL for an external server) may fold down to this width
 
 
 def _lengths_text(lengths: tuple[int, ...]) -> str:
@@ -56,7 +62,8 @@ def run_json(record: api.RunRecord) -> dict[str, Any]:
     return {
         "run_id": record.run_id,
         "path": str(record.path),
-        "status": record.status,
+        "status": record.status,  # as stored in run.json
+        "status_now": record.status_now,  # `interrupted (no process)` when a running run's process is gone
         "variant": record.variant,
         **_target(record),
         "suites": list(spec.suites),
@@ -93,7 +100,7 @@ def compare_json(entry: CompareEntry) -> dict[str, Any]:
 def _run_row(record: api.RunRecord) -> list[str]:
     target = _target(record)
     profile = target["profile"] or "-"
-    if target["engine"] == "external":
+    if record.profile is not None and not launched(record.profile):  # a running server: named by its URL
         profile = target["base_url"] or "external"
     topk = target["index_topk"]
     passes, answered, score = record.passes, record.answered, record.score
@@ -107,14 +114,16 @@ def _run_row(record: api.RunRecord) -> list[str]:
         f"{percent(record.recall)}{' pooled' if plain > 1 else ''} ({passes}/{answered})" if answered else "",
         f"score {score_points(score)}" if score is not None else "",
     ]
+    dtype = target["index_k_dtype"]
     return [
         record.run_id,
-        record.status,
+        record.status_now,
         record.variant,
         profile,
-        target["index_k_dtype"] or "unknown",
-        str(topk) if topk is not None else "unknown",
-        ",".join(record.run.spec.suites),
+        "unknown"
+        if dtype is None and topk is None
+        else f"{dtype or '?'}/{topk if topk is not None else '?'}",
+        ", ".join(record.run.spec.suites),  # a space: the cell wraps between suites
         _lengths_text(record.run.spec.lengths),
         f"{record.cases_done}/{record.cases_total if record.cases_total is not None else '?'}",
         ", ".join(figure for figure in figures if figure) or "-",
@@ -123,8 +132,37 @@ def _run_row(record: api.RunRecord) -> list[str]:
 
 
 def _console() -> Console:
+    """A terminal's own width; piped, $COLUMNS when set, else 200 (tables kept whole for programs)."""
     out = Console(highlight=False)
-    return out if out.is_terminal else Console(width=200, highlight=False)  # piped: keep tables whole
+    if out.is_terminal:
+        return out
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() else 200, highlight=False)
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> Table:
+    """A table that stays readable at 100 columns: no vertical rules; a cell wraps between its words
+    and is never cut (`fi…`): each column is at least as wide as its longest word (a URL may fold
+    down to LONGEST_URL); ids never wrap (they are copied into commands)."""
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0),  # the box's blank divider is the one space between columns
+        show_edge=False,
+        title_justify="left",
+    )
+    for index, column in enumerate(columns):
+        words = [word for row in rows for word in row[index].split()] + column.split()
+        longest = max((len(word) for word in words), default=1)
+        table.add_column(
+            column,
+            no_wrap=column == "id",
+            overflow="fold",
+            min_width=min(longest, LONGEST_URL) if column == "profile" else longest,
+        )
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 @app.command()
@@ -169,25 +207,21 @@ def runs(
         out.print(f"no runs in {root}", markup=False)
         return
     if stored:
-        table = Table(title=f"runs in {root}")
-        for column in RUN_COLUMNS:
-            table.add_column(column, no_wrap=column in ("id", "created"))
-        for record in stored:
-            table.add_row(*_run_row(record))
-        out.print(table)
+        shown = RUN_COLUMNS if out.width >= WIDE_ENOUGH_FOR_CREATED else RUN_COLUMNS[:-1]
+        rows = [_run_row(record)[: len(shown)] for record in stored]
+        out.print(_table(f"runs in {root}", shown, rows))
         _report_leftovers(out, leftovers, stop_leftovers)
     if compared:
-        table = Table(title=f"compares in {root}")
-        for column in ("id", "variants (baseline first)", "runs", "created"):
-            table.add_column(column, no_wrap=column in ("id", "created"))
-        for entry in compared:
-            table.add_row(
+        rows = [
+            [
                 entry.compare_id,
                 ", ".join(entry.labels),
                 ", ".join(run_dir.name for run_dir in entry.run_dirs),
                 _when(entry.created_at),
-            )
-        out.print(table)
+            ]
+            for entry in compared
+        ]
+        out.print(_table(f"compares in {root}", ("id", "variants (baseline first)", "runs", "created"), rows))
 
 
 def _leftover_json(leftover: Leftover) -> dict[str, Any]:

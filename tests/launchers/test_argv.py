@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from launchers.argv import BF16_INDEX_K_ENV, BF16_PATCH_DIR, LaunchSpec, build_command
+from launchers.argv import BF16_INDEX_K_ENV, BF16_PATCH_DIR, LaunchSpec
 from launchers.argv.sglang import FP4_INDEXER_FLAG
+from launchers.kinds import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from recall_eval.errors import BadInput
 from recall_eval.types import PDPart, Profile

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from launchers.argv import LaunchSpec, build_command
+from launchers.argv import LaunchSpec
+from launchers.kinds import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from recall_eval.types import Profile
 

@@ -31,6 +31,12 @@ def test_profiles_lists_resolved_commands(tmp_path, monkeypatch):
     assert "-m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash" in done.stdout
     assert "--disaggregation-mode prefill" in done.stdout and "sglang_router.launch_router" in done.stdout
     assert "--json-model-override-args '{\"index_topk\": 2048}'" in done.stdout
+    # each kind says what it launches: vLLM's index keys are fp8 only, its index_topk an --hf-overrides
+    assert "dsv32-vllm (vllm)" in done.stdout and "vllm serve deepseek-ai/DeepSeek-V3.2" in done.stdout
+    assert (
+        'index keys: fp8; index_topk via --hf-overrides {"index_topk": N}; lengths from server:/tokenize'
+        in done.stdout
+    )
 
 
 def test_profiles_shows_a_users_profile_and_its_launch_error(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import importlib.metadata
 
 import pytest
 
-from launchers.argv import build_command
+from launchers.kinds import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from launchers.reference.server_args import parse_server_args
 from recall_eval.api.sweeping import with_capture

@@ -15,7 +15,7 @@ import pytest
 from launchers.ports import free_port
 from recall_eval.chat_client import ChatClient
 from recall_eval.indexer_capture import Generation
-from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, SweepStopped
+from recall_eval.runner import Runner, RunnerHooks, RunnerSettings, ServerGone, SweepStopped
 from recall_eval.store import RunStore
 from recall_eval.types import Case, ChatMessage, Completion, Endpoint, Run, RunSpec, ServerDeath
 
@@ -173,13 +173,15 @@ async def test_consecutive_deaths_stop_the_sweep(tmp_path, server):
     assert RunStore.open(store.path).run.relaunches == 2
 
 
-async def test_without_handle_dead_server_is_error(tmp_path, server):
+async def test_without_handle_a_gone_server_stops_the_run_and_records_nothing(tmp_path, server):
+    """An external server refusing connections is probed; refused every time, the run stops (ServerGone)
+    and the case is not recorded as an error (a resume runs it)."""
     store = _store(tmp_path)
     server.stop()
-    await _runner(store, server, handle=False).run([_case(0, "x")])
-    [result] = store.results()
-    assert result.outcome == "error"
-    assert "Connect" in result.error and "after 2 attempts" in result.error
+    runner = _runner(store, server, handle=False, gone_probe_backoff_s=0.01)
+    with pytest.raises(ServerGone, match="refuses connections.*3 probes in a row.*ConnectError"):
+        await runner.run([_case(0, "x")])
+    assert store.results() == []
 
 
 class ReasoningCapture:

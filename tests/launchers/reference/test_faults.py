@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from launchers.argv import build_command
 from launchers.dsa import fp4
+from launchers.kinds import build_command
 from launchers.profiles import apply_overrides, load_profiles
 from launchers.reference import faults
 from launchers.reference.config import ModelConfig
