@@ -29,7 +29,7 @@ from recall_eval.stats import (
     paired_test,
     scored_paired_test,
 )
-from recall_eval.types import RunSpec
+from recall_eval.types import RunSpec, request_knobs
 
 POOLED = "pooled"
 # RunSpec fields that decide which cases run and what a model is asked: a baseline must share them
@@ -41,9 +41,8 @@ CASE_FIELDS = {
     "seed": "--seed",
     "max_tokens": "--max-tokens",
     "case_budgets": "--max-tokens (per-case budgets)",
-    "reasoning_effort": "--reasoning-effort",
-    "chat_template_kwargs": "--chat-template-kwargs",
-    "extra_body": "--extra-body",
+    # the request settings that change verdicts, by their flags (recall_eval.types.RequestSettings)
+    **{name: knob.flag for name, knob in request_knobs().items() if knob.verdicts},
 }
 
 

@@ -46,9 +46,9 @@ from recall_eval.transport import (
     classify_error_message,
     transport_failure,
 )
-from recall_eval.types import ChatMessage, Completion, Endpoint
+from recall_eval.types import ChatMessage, Completion, Endpoint, RequestSettings
 
-__all__ = ["ChatClient", "RequestFailed", "RequestKnobs", "classify_error_message", "split_thinking"]
+__all__ = ["ChatClient", "RequestFailed", "classify_error_message", "split_thinking"]
 
 _T = TypeVar("_T")
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
@@ -87,24 +87,6 @@ def split_thinking(content: str) -> tuple[str, str]:
         answer, _, rest = answer.partition("<think>")
         thoughts.append(rest)
     return answer.strip(), "\n".join(thought.strip() for thought in thoughts if thought.strip())
-
-
-@dataclass(frozen=True)
-class RequestKnobs:
-    """Request fields for thinking models and servers with their own options (stored in the run spec)."""
-
-    reasoning_effort: str | None = None  # OpenAI-style "low" / "medium" / "high"
-    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"thinking": true} (SGLang, vLLM)
-    extra_body: dict[str, Any] | None = None  # merged into the body last (wins over the above)
-
-    def body_fields(self) -> dict[str, Any]:
-        """The knobs as request fields; a None in extra_body stays (it removes that key: without_nulls)."""
-        fields: dict[str, Any] = {}
-        if self.reasoning_effort:
-            fields["reasoning_effort"] = self.reasoning_effort
-        if self.chat_template_kwargs:
-            fields["chat_template_kwargs"] = dict(self.chat_template_kwargs)
-        return {**fields, **(self.extra_body or {})}
 
 
 @dataclass
@@ -212,7 +194,7 @@ class ChatClient:
         backoff_s: float = 0.5,
         extra_body: dict[str, Any] | None = None,
         timeouts: Timeouts | None = None,
-        knobs: RequestKnobs | None = None,
+        knobs: RequestSettings | None = None,  # sent in the body: RequestSettings.body_fields()
         adaptations: Adaptations | None = None,
     ):
         self.endpoint = endpoint
@@ -222,7 +204,7 @@ class ChatClient:
         self.timeouts = timeouts or Timeouts.for_total(request_timeout_s)
         self.request_timeout_s = self.timeouts.total_s
         self.retry = RetryPolicy(attempts=retries + 1, backoff_s=backoff_s)
-        self.knobs = knobs or RequestKnobs()
+        self.knobs = knobs or RequestSettings()
         self.extra_body = dict(extra_body or {})
 
     def _body(self, messages: tuple[ChatMessage, ...], max_tokens: int) -> dict[str, Any]:

@@ -16,21 +16,13 @@ from typing import Any
 import httpx
 
 from recall_eval.adaptations import Adaptations
-from recall_eval.chat_client import ChatClient, RequestKnobs
+from recall_eval.chat_client import ChatClient
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica
 from recall_eval.server_probe import EXTERNAL_HINT, PROBE_WAIT_S, ServerFacts, probe_server
 from recall_eval.tokenization import TokenCounter, lengths_are_estimates, probe_tokenizer
 from recall_eval.transport import Timeouts
-from recall_eval.types import Endpoint, RunSpec
-
-
-def knobs_of(spec: RunSpec) -> RequestKnobs:
-    return RequestKnobs(
-        reasoning_effort=spec.reasoning_effort,
-        chat_template_kwargs=dict(spec.chat_template_kwargs) if spec.chat_template_kwargs else None,
-        extra_body=dict(spec.extra_body) if spec.extra_body else None,
-    )
+from recall_eval.types import Endpoint, RequestSettings, RunSpec
 
 
 @dataclass
@@ -86,7 +78,7 @@ async def connect(
     run's adaptations: a field one replica rejects stays off for all)."""
     facts = await probe_replicas(base_urls, http, model, hint, probe_wait_s)
     first = facts[0]
-    knobs = knobs_of(spec)
+    knobs = RequestSettings(**spec.settings())  # what the requests carry
     notes: list[str] = []
     tokenizer = await probe_tokenizer(
         Endpoint(base_url=base_urls[0], model=first.model), http, knobs=knobs.body_fields(), notes=notes

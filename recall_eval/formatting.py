@@ -3,9 +3,12 @@ percentages, token counts, seconds, rates, p-values, times. A value that is abse
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+
+from recall_eval.types import RequestSettings, request_knobs
 
 if TYPE_CHECKING:  # only a type here: the CLI imports this module before pandas is needed
     import pandas as pd
@@ -89,3 +92,15 @@ def score_change_text(test: ScoredPairedTest) -> str:
         f"{test.higher} higher / {test.lower} lower of {test.paired:,} paired cases, "
         f"Wilcoxon signed-rank {format_p(test.p_value)} (n = {test.changed})"
     )
+
+
+def settings_text(settings: RequestSettings) -> str | None:
+    """The request settings that change verdicts and are not their defaults, by their labels, for the
+    console ('request settings: reasoning effort high, stop ["\\n\\n"]'); None when all are defaults."""
+    defaults = RequestSettings()
+    shown = [
+        f"{knob.label} {value if isinstance(value, str) else json.dumps(value, sort_keys=True)}"
+        for name, knob in request_knobs().items()
+        if knob.verdicts and (value := getattr(settings, name)) != getattr(defaults, name)
+    ]
+    return "request settings: " + ", ".join(shown) if shown else None

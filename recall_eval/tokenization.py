@@ -331,7 +331,7 @@ async def probe_tokenizer(
     the module docstring); why a way that answered was not trusted is appended to `notes`.
 
     allow_usage=False skips the usage probe (it spends one short generation per measurement).
-    knobs: request fields that change the rendered prompt (RequestKnobs.body_fields()).
+    knobs: request fields that change the rendered prompt (RequestSettings.body_fields()).
     """
     candidates: list[_ServerCounter] = [
         SglangTokenizer(endpoint, http, knobs),

@@ -6,7 +6,8 @@ they serialize to the run directory (run.json, results.jsonl) and back unchanged
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -282,8 +283,110 @@ class Profile(_Stored):
     pd: tuple[PDPart, ...] = ()  # non-empty for a PD-disaggregated profile
 
 
-class RunSpec(_Stored):
-    """What a run asks: identical specs give identical cases (resume, reuse in compare)."""
+@dataclass(frozen=True)
+class Knob:
+    """What a request setting declares besides its type and default: `Annotated[type, Knob(...)]` on a
+    field of RequestSettings. The CLI option, the RunSpec field, the request body, the reuse key, the
+    report's settings table and the console all read this one declaration."""
+
+    flag: str  # its command-line option ("--stop"); the options field has the setting's name
+    help: str  # what it means, a phrase (the CLI makes it a sentence and appends the default)
+    label: str  # how reports and the console name it
+    # True: it changes what the model answers, so runs that differ in it are not reused for each other
+    # and a resume keeps the run's own; False: how requests are sent (a resume may change it)
+    verdicts: bool
+    # how it reaches the server: "field" (the body's field of the setting's name), "merged" (a JSON
+    # object merged into the body last; a null removes that key), "client" (how the harness sends: not
+    # in the body)
+    sent: Literal["field", "merged", "client"]
+    cli: Any = str  # its type on the command line (str, int, float, list[str]: repeatable)
+    metavar: str | None = None
+    json_object: bool = False  # given as a JSON object (text on the command line)
+    minimum: float | None = None  # a given value below it is bad input
+    above: float | None = None  # a given value must be above it
+
+
+class RequestSettings(_Stored):
+    """How every request of a run is sent, one field per setting (as inspect_ai's GenerateConfig).
+
+    Each field's Knob says its option, whether it changes verdicts and how it is sent; adding a setting
+    is one field here (plus, for a "client" one, the code that uses it). Stored flat in RunSpec."""
+
+    concurrency: Annotated[
+        int,
+        Knob("--concurrency", "requests in flight at once, per endpoint", "concurrency",
+             verdicts=False, sent="client", cli=int, minimum=1),
+    ] = 1  # fmt: skip
+    request_timeout_s: Annotated[
+        float,
+        Knob("--request-timeout", "seconds per request", "request timeout (s)",
+             verdicts=False, sent="client", cli=float, above=0),
+    ] = 600.0  # fmt: skip
+    retries: Annotated[
+        int,
+        Knob("--retries", "times a case's request is retried after a transient failure (429, 502, 503, 504, "
+             "a dropped connection), with backoff, jitter and Retry-After honoured", "retries",
+             verdicts=False, sent="client", cli=int, minimum=0),
+    ] = 3  # fmt: skip
+    # for thinking models and servers with their own options
+    reasoning_effort: Annotated[
+        str | None,
+        Knob("--reasoning-effort", "reasoning effort sent with every request as reasoning_effort (low, "
+             "medium, high)", "reasoning effort", verdicts=True, sent="field", metavar="EFFORT"),
+    ] = None  # fmt: skip
+    chat_template_kwargs: Annotated[
+        dict[str, Any] | None,
+        Knob("--chat-template-kwargs", "JSON object for the chat template, e.g. '{\"thinking\": true}'",
+             "chat template kwargs", verdicts=True, sent="field", metavar="JSON", json_object=True),
+    ] = None  # fmt: skip
+    extra_body: Annotated[
+        dict[str, Any] | None,
+        Knob("--extra-body", "JSON object merged into every chat request body; a null value removes that key",
+             "extra body", verdicts=True, sent="merged", metavar="JSON", json_object=True),
+    ] = None  # fmt: skip
+
+    stop: Annotated[
+        tuple[str, ...] | None,
+        Knob("--stop", "stop sequence sent with every request in `stop` (repeatable): the answer ends "
+             "before it, as a deployment's stop strings end it", "stop sequences",
+             verdicts=True, sent="field", cli=list[str], metavar="TEXT"),
+    ] = None  # fmt: skip
+
+    def body_fields(self) -> dict[str, Any]:
+        """The settings sent in the request body: "field" ones that are set, then the "merged" objects
+        (which win; a None in them stays, it removes that key)."""
+        fields: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for name, knob in request_knobs().items():
+            value = getattr(self, name)
+            if value is None or value in ("", (), {}):
+                continue
+            if knob.sent == "field":
+                fields[name] = list(value) if isinstance(value, tuple) else value
+            elif knob.sent == "merged":
+                merged.update(value)
+        return {**fields, **merged}
+
+    def settings(self, verdicts: bool | None = None) -> dict[str, Any]:
+        """The settings by name (only those whose Knob.verdicts is `verdicts`, when given)."""
+        return {
+            name: getattr(self, name)
+            for name, knob in request_knobs().items()
+            if verdicts is None or knob.verdicts == verdicts
+        }
+
+
+def request_knobs() -> dict[str, Knob]:
+    """Every request setting's declaration, in declaration order."""
+    return {
+        name: next(item for item in info.metadata if isinstance(item, Knob))
+        for name, info in RequestSettings.model_fields.items()
+    }
+
+
+class RunSpec(RequestSettings):
+    """What a run asks: identical specs give identical cases (resume, reuse in compare). Its request
+    settings (RequestSettings' fields) are stored flat beside the grid."""
 
     suites: tuple[str, ...] = ("needle",)
     lengths: tuple[int, ...]
@@ -296,15 +399,8 @@ class RunSpec(_Stored):
     case_budgets: bool = False
     # False when max_tokens is the default (not given): a server found reasoning gets a thinking budget
     max_tokens_given: bool = True
-    concurrency: int = 1
-    request_timeout_s: float = 600.0
-    retries: int = 3  # a request's retries after a transient failure (recall_eval.retry)
     variant: str = "default"
     capture_indexer: bool = False
-    # request knobs for thinking models and servers with their own options (recall_eval.chat_client.RequestKnobs)
-    reasoning_effort: str | None = None  # sent as reasoning_effort ("low", "medium", "high")
-    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"thinking": true}
-    extra_body: dict[str, Any] | None = None  # merged into every chat request body last
     # names of the extra headers sent (--header); values are never stored, and neither is the API key
     header_names: tuple[str, ...] = ()
     api_key_used: bool = False  # whether requests carried an API key (resume must be given it again)

@@ -21,7 +21,14 @@ from recall_eval.scoring import budget_eaten_by_reasoning
 from recall_eval.stats import score_table
 from recall_eval.store import RunStore, write_atomically
 from recall_eval.target_facts import target_facts
-from recall_eval.types import INFRA_OUTCOMES, NOT_APPLICABLE_OUTCOMES, RECALL_OUTCOMES, Result, Run
+from recall_eval.types import (
+    INFRA_OUTCOMES,
+    NOT_APPLICABLE_OUTCOMES,
+    RECALL_OUTCOMES,
+    Result,
+    Run,
+    request_knobs,
+)
 from reports import aggregates
 from reports.coverage_charts import coverage_view
 from reports.heatmap import RECALL_CMAP, RECALL_NORM, cell_text, heatmap_png, infra_label
@@ -121,8 +128,11 @@ _EXTERNAL_FIELDS = ("name", "engine", "base_url", "replica_base_urls", "served_m
 
 
 def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
-    """Spec and profile as (field, value) rows for the metadata tables."""
-    spec = [(k, _display(v)) for k, v in run.spec.model_dump().items()]
+    """Spec, request settings and profile as (field, value) rows for the metadata tables; a request
+    setting is shown under its declared label (recall_eval.types.RequestSettings)."""
+    knobs = request_knobs()
+    spec = [(k, _display(v)) for k, v in run.spec.model_dump().items() if k not in knobs]
+    settings = [(knob.label, _display(getattr(run.spec, name))) for name, knob in knobs.items()]
     profile: list[tuple[str, str]] = []
     if run.profile is not None:
         dumped = run.profile.model_dump()
@@ -139,7 +149,7 @@ def metadata_rows(run: Run) -> dict[str, list[tuple[str, str]]]:
             dumped = {k: v for k, v in dumped.items() if k in _EXTERNAL_FIELDS}
         profile = [(k, _display(v)) for k, v in dumped.items() if v not in (None, (), {}, "")]
     versions = [(k, str(v)) for k, v in sorted(run.versions.items())]
-    return {"spec": spec, "profile": profile, "versions": versions}
+    return {"spec": spec, "settings": settings, "profile": profile, "versions": versions}
 
 
 def _score_of(rows: pd.DataFrame) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from suites import config_vocab as cv
 from suites.config_formats import FORMATS, Block, Entry, Section
 from suites.grid import check_grid, grid_cells
 from suites.recipe import GridRecipe
+from suites.registry import REGISTRY
 from suites.seeding import derive_rng
 from suites.values import Pool
 
@@ -339,3 +340,10 @@ def config_recipes(params: ConfigParams) -> list[ConfigRecipe]:
         )
         for cell in grid_cells(params.lengths, params.depths, params.trials)
     ]
+
+
+@REGISTRY.suite(SUITE, version=VERSION)
+def _config_suite(
+    lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int
+) -> list[ConfigRecipe]:
+    return config_recipes(ConfigParams(lengths=lengths, depths=depths, trials=trials, seed=seed))

@@ -22,6 +22,7 @@ a resume finds the same cases.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from recall_eval.errors import BadInput
 from recall_eval.metrics import check_metric
 from recall_eval.types import Case, ChatMessage
+from suites.registry import REGISTRY, Registry
 from suites.ruler_base import ruler_budget
 from suites.seeding import stable_id
 
@@ -242,3 +244,43 @@ def absolute_spec(spec: str) -> str:
     task, path = _split_task(spec.removeprefix(prefix))
     resolved = str(path.expanduser().resolve())
     return prefix + (f"{task}={resolved}" if task else resolved)
+
+
+@dataclass(frozen=True)
+class FileSuiteForm:
+    """`<prefix>PATH` in --suite: a prepared file (or a folder of them), its rows sent as they are."""
+
+    prefix: str
+
+    @property
+    def pattern(self) -> str:
+        return f"{self.prefix}PATH"
+
+    def claims(self, item: str) -> bool:
+        return item.startswith(self.prefix)
+
+    def expand(self, item: str, registry: Registry, option: str) -> list[str]:
+        del registry, option  # a file's problems are named by its path
+        names = expand_spec(item)  # a folder: every .jsonl under it
+        for name in names:
+            file_recipes(name)  # a missing or malformed file is refused now
+        return names
+
+    def recipes(
+        self,
+        name: str,
+        registry: Registry,
+        lengths: Sequence[int],
+        depths: Sequence[float],
+        trials: int,
+        seed: int,
+    ) -> list[FileRowRecipe]:
+        del registry, lengths, depths, trials, seed  # its rows, whatever the grid
+        return file_recipes(name)
+
+    def version(self, name: str, registry: Registry) -> int:
+        return VERSION
+
+
+REGISTRY.add_form(FileSuiteForm(RULER_PREFIX))
+REGISTRY.add_form(FileSuiteForm(GENERIC_PREFIX))

@@ -16,6 +16,7 @@ right prefix, one of the OTHER same-kind answers; DeepMind's MRCR v2 reports flo
 
 from __future__ import annotations
 
+import functools
 import random
 import string
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from recall_eval.types import Case, ChatMessage, NeedleSpan
 from suites import lexicon as lx
 from suites.filler import make_sentence
 from suites.grid import check_grid, grid_cells
+from suites.registry import REGISTRY, Suite
 from suites.ruler_base import Stream, positions
 from suites.seeding import derive_rng, stable_id
 
@@ -192,4 +194,18 @@ def make_mrcr_recipe(
         asked=asked,
         fractions=tuple(fractions),
         distractors=Stream(stream_rng, lambda r, f=form, t=topic: _distractor(f, t, r)),
+    )
+
+
+for _needles in NEEDLE_COUNTS:  # `mrcr` selects mrcr_2, mrcr_4, mrcr_8
+    REGISTRY.add(
+        Suite(
+            f"{FAMILY}_{_needles}",
+            functools.partial(mrcr_recipes, _needles),
+            VERSION,
+            family=FAMILY,
+            budget=ANSWER_BUDGET,
+            scorer="mrcr",
+            no_context=True,
+        )
     )

@@ -30,6 +30,7 @@ from suites.dialogue import FillerDialogue
 from suites.filler import FillerText
 from suites.grid import check_grid, grid_cells
 from suites.recipe import GridRecipe
+from suites.registry import REGISTRY
 from suites.seeding import derive_rng
 from suites.values import KEY_KINDS, Pool, key_name, key_names, unique_code_value
 
@@ -282,3 +283,10 @@ def multi_turn_recipes(params: MultiTurnParams) -> list[MultiTurnRecipe]:
             )
         )
     return recipes
+
+
+@REGISTRY.suite(SUITE, version=VERSION)
+def _multi_turn_suite(
+    lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int
+) -> list[MultiTurnRecipe]:
+    return multi_turn_recipes(MultiTurnParams(lengths=lengths, depths=depths, trials=trials, seed=seed))

@@ -16,6 +16,7 @@ from recall_eval.types import Case, ChatMessage, NeedleSpan
 from suites.filler import FillerText
 from suites.grid import check_grid, grid_cells
 from suites.recipe import GridRecipe
+from suites.registry import REGISTRY
 from suites.seeding import derive_rng
 from suites.values import Pool, key_name, unique_code_value
 
@@ -177,3 +178,10 @@ def needle_recipes(params: NeedleParams) -> list[NeedleRecipe]:
             )
         )
     return recipes
+
+
+@REGISTRY.suite(SUITE, version=VERSION, no_context=True)
+def _needle_suite(
+    lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int
+) -> list[NeedleRecipe]:
+    return needle_recipes(NeedleParams(lengths=lengths, depths=depths, trials=trials, seed=seed))

@@ -10,10 +10,13 @@ columns; its depth is 0 (there is nothing to place).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recall_eval.types import NO_CONTEXT_SUFFIX, Case
+from recall_eval.errors import BadInput
+from recall_eval.types import NO_CONTEXT_SUFFIX, Case, CaseRecipe
+from suites.registry import REGISTRY, Registry
 from suites.seeding import stable_id
 
 SUFFIX = NO_CONTEXT_SUFFIX
@@ -64,3 +67,42 @@ class NoContextRecipe:
 
     def words_guess(self, tokens_per_word: float) -> int:
         return 0
+
+
+class NoContextForm:
+    """`SUITE~nocontext` in --suite (SUITE may be a family): the baselines of suites registered with one."""
+
+    pattern = f"SUITE{SUFFIX}"
+
+    def claims(self, item: str) -> bool:
+        return item.endswith(SUFFIX)
+
+    def expand(self, item: str, registry: Registry, option: str) -> list[str]:
+        inner = registry.parse(item.removesuffix(SUFFIX), option)
+        suites = registry.suites()
+        lacking = [name for name in inner if name not in suites or not suites[name].no_context]
+        if lacking:
+            having = dict.fromkeys(suite.family or name for name, suite in suites.items() if suite.no_context)
+            raise BadInput(
+                f"{option} {item!r}: {', '.join(lacking)} has no no-context form (suites with one: "
+                f"{', '.join(having)})"
+            )
+        return [name + SUFFIX for name in inner]
+
+    def recipes(
+        self,
+        name: str,
+        registry: Registry,
+        lengths: Sequence[int],
+        depths: Sequence[float],
+        trials: int,
+        seed: int,
+    ) -> list[CaseRecipe]:
+        inner = registry.recipes(name.removesuffix(SUFFIX), lengths, depths, trials, seed)
+        return [NoContextRecipe(recipe) for recipe in inner]
+
+    def version(self, name: str, registry: Registry) -> int:
+        return registry.version(name.removesuffix(SUFFIX))
+
+
+REGISTRY.add_form(NoContextForm())

@@ -7,11 +7,13 @@ every task has the same number of samples). Values come from the case's own seed
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from suites.filler import FillerText
 from suites.grid import check_grid, grid_cells
-from suites.ruler_base import FAMILY, VERSION, RulerRecipe
+from suites.registry import REGISTRY, Suite
+from suites.ruler_base import FAMILY, VERSION, RulerRecipe, ruler_budget
 from suites.ruler_niah import NIAH_TASKS, make_niah_recipe
 from suites.ruler_tasks import CweRecipe, FweRecipe, VtRecipe, fwe_vocab
 from suites.seeding import derive_rng
@@ -58,3 +60,17 @@ def ruler_recipes(
         else:
             raise KeyError(task)
     return recipes
+
+
+for _task in TASKS:  # `ruler` selects them in this order; each is graded as RULER grades it
+    REGISTRY.add(
+        Suite(
+            _task,
+            functools.partial(ruler_recipes, _task),
+            VERSION,
+            family=FAMILY,
+            budget=ruler_budget(_task),
+            scorer="string_match_all",
+            no_context=True,
+        )
+    )

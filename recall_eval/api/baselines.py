@@ -9,7 +9,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from recall_eval.api.options import KNOBS, SweepOptions
+from recall_eval.api.options import SweepOptions
 from recall_eval.api.records import RunRecord
 from recall_eval.baseline_gate import ScopeTest, baseline_tests, mismatch
 from recall_eval.baseline_store import Baseline, baseline_of, baseline_path, write_baseline
@@ -85,7 +85,7 @@ def with_baseline_defaults(options: SweepOptions, baseline: Baseline) -> SweepOp
         "seed": spec.seed,
         "max_tokens": spec.max_tokens if spec.max_tokens_given else None,
     }
-    knobs = {name: getattr(spec, name) for name in KNOBS}
+    knobs = spec.settings(verdicts=True)  # the request settings that change verdicts (RequestSettings)
     return dataclasses.replace(
         options,
         grid=dataclasses.replace(

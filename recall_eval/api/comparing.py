@@ -53,13 +53,14 @@ from recall_eval.compare_store import (
 )
 from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
+from recall_eval.formatting import settings_text
 from recall_eval.frame import check_scoring
 from recall_eval.redact import Redactor
 from recall_eval.reuse import key_mismatch
 from recall_eval.run_owner import GONE, shown_status
 from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
-from recall_eval.types import Profile, Run, RunSpec
+from recall_eval.types import Profile, RequestSettings, Run, RunSpec
 from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
@@ -77,21 +78,17 @@ class PlannedVariant:
     scoring: str = "lenient"  # the compare's headline verdict, stored in a run it creates (Run.scoring)
 
 
-# RunSpec fields that change no verdict: how requests were authenticated, and how they were paced and
-# retried (concurrency, timeout and retries decide how long a run takes, not what a model answers)
-_VERDICT_NEUTRAL = {
-    "variant": "",
-    "api_key_used": False,
-    "header_names": (),
-    "concurrency": 1,
-    "request_timeout_s": 0.0,
-    "retries": 0,
-}
-
-
 def _same_spec(a: RunSpec, b: RunSpec) -> bool:
-    """Same cases and request knobs; the label, authentication, pacing and retries do not matter."""
-    return a.model_copy(update=_VERDICT_NEUTRAL) == b.model_copy(update=_VERDICT_NEUTRAL)
+    """Same cases and the same request settings that change verdicts (RequestSettings' Knob.verdicts);
+    the label, how requests were authenticated, and how they were sent (concurrency, timeout, retries)
+    do not matter."""
+    ignored = {
+        "variant": "",
+        "api_key_used": False,
+        "header_names": (),
+        **RequestSettings().settings(verdicts=False),
+    }
+    return a.model_copy(update=ignored) == b.model_copy(update=ignored)
 
 
 def _knobs_only(label: str) -> dict[str, Any]:
@@ -232,6 +229,8 @@ def opened_store(planned: PlannedVariant, matches: Sequence[RunStore], hooks: Ho
     )
     store = RunStore.create(run, runs_home())
     hooks.note(f"{planned.label}: run {run.run_id} -> {store.path}")
+    if (settings := settings_text(planned.spec)) is not None:
+        hooks.note(f"{planned.label}: {settings}")
     return store
 
 

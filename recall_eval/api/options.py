@@ -5,20 +5,23 @@ name, the type it has there, its default, its help, and (being a field) the opti
 The library reads the fields; `resolved()` fills the unset ones from the declared defaults; the CLI
 builds every command's typer parameters from the same declarations (recall_eval.cli.options), so
 `--help`, the defaults and the library cannot drift apart. Options are grouped by what they change:
-GridOptions (which cases), RequestOptions (how requests are sent; a resume may change them),
-TargetOptions (which server: a profile with overrides, or a running one). SweepOptions,
-CompareOptions and ResumeOptions hold the groups plus their own options; a command takes a whole
-object, or some of its fields (`only(...)`, see recall_eval.cli.options).
+GridOptions (which cases), RequestOptions (how requests are sent: the server access, and one field
+per request setting of recall_eval.types.RequestSettings, generated from it), TargetOptions (which
+server: a profile with overrides, or a running one). SweepOptions, CompareOptions and ResumeOptions
+hold the groups plus their own options; a command takes a whole object, or some of its fields
+(`only(...)`, see recall_eval.cli.options).
 
 How to add an option (touches this module, the code that reads it, and its test):
 1. Add a field to the group it belongs to, made by `option()`: flag, help (a phrase; the CLI makes it
    a sentence and appends the default), `default=` when it has one, `cli=` for the type it has on the
    command line (str unless said), `metavar=` when useful. A field name is unique across the groups:
    `api.sweep(name=value)` routes flat keywords to the group holding it.
-2. Read it where it takes effect in the library (a request knob: recall_eval.api.sweeping puts the
-   RequestOptions into the RunSpec; a setting of the HTTP client: recall_eval.api.targets).
+2. Read it where it takes effect in the library (a setting of the HTTP client: recall_eval.api.targets).
 3. Every command taking that group has the flag now; test it through the library or the CLI, and say
    in README how to use it.
+A request setting (how every request is sent, stored in the run: --stop, --extra-body, --concurrency)
+is not added here: it is one field of recall_eval.types.RequestSettings, whose Knob declares its flag,
+help, whether it changes verdicts and how it is sent; RequestOptions is generated from those fields.
 An option two objects share (e.g. --fail-under of sweep and compare) is one function below that
 returns its field, called in both.
 """
@@ -26,14 +29,14 @@ returns its field, called in both.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from recall_eval.errors import BadInput
 from recall_eval.exit_codes import RecallGate  # light: it imports pandas and scipy only when judging
-from recall_eval.types import RunSpec
+from recall_eval.types import Knob, RequestSettings, RunSpec, request_knobs
 
 _Options = TypeVar("_Options")
 
@@ -277,30 +280,10 @@ class GridOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RequestOptions:
-    """How requests are sent; a resumed run may change these without changing its cases.
+class _Access:
+    """How requests reach the server: used, never stored (run.json records only whether a key was sent,
+    the header names, and that TLS checking was off, as an adaptation); a resume must be given them again."""
 
-    concurrency and request_timeout_s are stored in the RunSpec, and so are the request knobs
-    (reasoning_effort, chat_template_kwargs, extra_body: they change what the model does, a resume
-    keeps the run's own). The key and the header values are never stored (run.json records only
-    whether a key was sent and the header names); a resume must be given them again.
-    """
-
-    concurrency: int | None = option(
-        "--concurrency",
-        "requests in flight at once, per endpoint",
-        cli=int,
-        default=_spec_default("concurrency"),
-        minimum=1,
-    )
-    request_timeout_s: float | None = option(
-        "--request-timeout",
-        "seconds per request",
-        cli=float,
-        default=_spec_default("request_timeout_s"),
-        default_text=f"{_spec_default('request_timeout_s'):g}",
-        above=0,
-    )
     probe_timeout_s: float | None = option(
         "--probe-timeout",
         "seconds a server may take to answer GET /v1/models before the run starts (a gateway or a "
@@ -309,14 +292,6 @@ class RequestOptions:
         default=10.0,  # recall_eval.server_probe.PROBE_WAIT_S (not imported: --help stays free of httpx)
         default_text="10",
         above=0,
-    )
-    retries: int | None = option(
-        "--retries",
-        "times a case's request is retried after a transient failure (429, 502, 503, 504, a dropped "
-        "connection), with backoff, jitter and Retry-After honoured",
-        cli=int,
-        default=_spec_default("retries"),
-        minimum=0,
     )
     api_key: str | None = option(
         "--api-key",
@@ -329,22 +304,6 @@ class RequestOptions:
         cli=list[str],
         metavar="'NAME: VALUE'",
     )
-    reasoning_effort: str | None = option(
-        "--reasoning-effort",
-        "reasoning effort sent with every request as reasoning_effort (low, medium, high)",
-        metavar="EFFORT",
-    )
-    chat_template_kwargs: str | Mapping[str, Any] | None = option(
-        "--chat-template-kwargs",
-        "JSON object for the chat template, e.g. '{\"thinking\": true}'",
-        metavar="JSON",
-    )
-    extra_body: str | Mapping[str, Any] | None = option(
-        "--extra-body",
-        "JSON object merged into every chat request body; a null value removes that key",
-        metavar="JSON",
-    )
-    # TLS trust: used, not stored (run.json records only that checking was off, as an adaptation)
     ca_bundle: str | Path | None = option(
         "--ca-bundle",
         "CA certificate file (PEM) to trust for https servers (else $REQUESTS_CA_BUNDLE, then $SSL_CERT_FILE)",
@@ -359,13 +318,30 @@ class RequestOptions:
     )
 
 
-# How requests are sent, stored in the RunSpec under the same names (a resume may change them); the
-# request knobs are stored too, parsed first (recall_eval.api.sweeping.request_knobs).
-KNOBS = ("reasoning_effort", "chat_template_kwargs", "extra_body")
-SENDING = tuple(
-    item.name
-    for item in dataclasses.fields(RequestOptions)
-    if item.name in RunSpec.model_fields and item.name not in KNOBS
+def _setting_field(name: str, knob: Knob) -> tuple[str, Any, Any]:
+    """The options field of a request setting, from its declaration (recall_eval.types.RequestSettings)."""
+    default = RequestSettings.model_fields[name].default
+    shown = f"{default:g}" if isinstance(default, float) else None
+    declared = option(
+        knob.flag, knob.help, default=default, cli=knob.cli, metavar=knob.metavar, default_text=shown,
+        minimum=knob.minimum, above=knob.above,
+    )  # fmt: skip
+    return name, Any, declared
+
+
+# How requests are sent: the access options above, then one field per request setting, generated from
+# RequestSettings (a resume may change the settings that change no verdict; it keeps the others).
+RequestOptions = dataclasses.make_dataclass(
+    "RequestOptions",
+    [_setting_field(name, knob) for name, knob in request_knobs().items()],
+    bases=(_Access,),
+    frozen=True,
+    kw_only=True,
+)
+RequestOptions.__module__ = __name__  # where typing.get_type_hints and pickle look it up
+RequestOptions.__doc__ = (
+    "How requests are sent: the server access (never stored) and every request setting "
+    "(recall_eval.types.RequestSettings; stored in the RunSpec)."
 )
 
 

@@ -20,10 +20,7 @@ from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import (
     DEFAULT_GRID,
     DEFAULT_PROFILE,
-    DEFAULT_REQUEST,
     DEFAULT_VARIANT,
-    KNOBS,
-    SENDING,
     GridOptions,
     RequestOptions,
     ResumeOptions,
@@ -44,13 +41,14 @@ from recall_eval.compare_store import COMPARE_FILE
 from recall_eval.engines import launched
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate, parse_retry, verdict
+from recall_eval.formatting import settings_text
 from recall_eval.frame import check_scoring
 from recall_eval.grid import parse_depths, parse_lengths
 from recall_eval.length_check import check_lengths_servable
 from recall_eval.run_owner import owner_alive
 from recall_eval.store import RUN_FILE, RunStore, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
-from recall_eval.types import Profile, Run, RunSpec
+from recall_eval.types import Profile, RequestSettings, Run, RunSpec, request_knobs
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -79,15 +77,20 @@ def _json_object(flag: str, value: str | Mapping[str, Any] | None) -> dict[str, 
     return parsed
 
 
-def request_knobs(request: RequestOptions) -> dict[str, Any]:
-    """The RunSpec fields of the request knobs (reasoning effort, chat template kwargs, extra body)."""
-    return {
-        "reasoning_effort": request.reasoning_effort or None,
-        "chat_template_kwargs": _json_object(
-            flag_of(request, "chat_template_kwargs"), request.chat_template_kwargs
-        ),
-        "extra_body": _json_object(flag_of(request, "extra_body"), request.extra_body),
-    }
+def request_settings(request: RequestOptions) -> dict[str, Any]:
+    """The RunSpec fields of the request settings (recall_eval.types.RequestSettings): given, else their
+    defaults; a JSON object parsed (BadInput when malformed), an empty text or list unset."""
+    values = {}
+    for name, knob in request_knobs().items():
+        value = getattr(request, name)
+        if knob.json_object:
+            value = _json_object(knob.flag, value)
+        elif isinstance(value, list | tuple):
+            value = tuple(value) or None
+        elif value == "":
+            value = None
+        values[name] = RequestSettings.model_fields[name].default if value is None else value
+    return values
 
 
 def build_spec(
@@ -101,9 +104,9 @@ def build_spec(
     case (RunSpec.case_budgets); the other cases get the default max_tokens."""
     check_ranges(grid)
     check_request(request)
-    knobs = request_knobs(request)
+    settings = request_settings(request)
     auth = request_auth(request)
-    thinking = is_thinking_run(RunSpec(lengths=(1,), depths=(0.0,), **knobs))
+    thinking = is_thinking_run(RunSpec(lengths=(1,), depths=(0.0,), **settings))
     max_tokens_given = grid.max_tokens is not None
     names = suites.parse_suite_names(
         _spec_text(grid.suites if grid.suites is not None else DEFAULT_GRID.suites)
@@ -113,10 +116,10 @@ def build_spec(
         grid = dataclasses.replace(grid, max_tokens=THINKING_MAX_TOKENS)
     elif grid.max_tokens is None:
         case_budgets = suites.has_case_budgets(names)  # RULER's answer budget per task, MRCR's
-    grid, request = resolved(grid, DEFAULT_GRID), resolved(request, DEFAULT_REQUEST)
+    grid = resolved(grid, DEFAULT_GRID)
     assert grid.suites and grid.lengths and grid.depths  # filled by the defaults
     return RunSpec(
-        **knobs,
+        **settings,
         header_names=tuple(sorted(auth.headers)),
         api_key_used=bool(auth.api_key),
         suites=names,
@@ -127,7 +130,6 @@ def build_spec(
         max_tokens=grid.max_tokens,
         max_tokens_given=max_tokens_given,
         case_budgets=case_budgets,
-        **{name: getattr(request, name) for name in SENDING},
         variant=variant or DEFAULT_VARIANT,
         capture_indexer=capture_indexer,
     )
@@ -324,6 +326,8 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     check_target(profile, options.request)  # before a run directory exists: nothing to resume
     store = _new_store(spec, profile, place, scoring)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
+    if (settings := settings_text(spec)) is not None:
+        hooks.note(settings)
     write_config(store.path, options)  # the effective configuration, as a run file (secrets left out)
     from recall_eval.api.ci_gate import gated_run, wants_ci_files
 
@@ -344,7 +348,7 @@ def resume_options(options: SweepOptions, again: ResumeOptions | None = None) ->
     refused += ["--scoring (re-render with `recall-eval report RUN --scoring ...`)"] * (
         options.scoring is not None
     )
-    refused += [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
+    refused += _kept_settings(options.request)
     refused += [flag_of(options.ci, name) for name in given(options.ci)]  # a gate starts a new run
     if refused:
         raise BadInput(f"--resume reuses the run's own spec and profile: drop {', '.join(refused)}")
@@ -358,13 +362,16 @@ def resume_options(options: SweepOptions, again: ResumeOptions | None = None) ->
     )
 
 
-_STORED_KNOBS = KNOBS
+def _kept_settings(request: RequestOptions) -> list[str]:
+    """The flags given for request settings that change verdicts: a resume keeps the run's own."""
+    keep = RequestSettings().settings(verdicts=True)
+    return [flag_of(request, name) for name in given(request) if name in keep]
 
 
 def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
-    knobs = [flag_of(options.request, name) for name in given(options.request) if name in _STORED_KNOBS]
-    if knobs:
-        raise BadInput(f"--resume keeps the run's own request knobs: drop {', '.join(knobs)}")
+    kept = _kept_settings(options.request)
+    if kept:
+        raise BadInput(f"--resume keeps the run's own request settings: drop {', '.join(kept)}")
     store = RunStore.open(run_dir)
     owner = store.run.owner
     if (
@@ -403,8 +410,10 @@ def _reopen(run_dir: Path, options: ResumeOptions) -> tuple[RunStore, Profile]:
         )
     elif options.port is not None:  # the port does not change results: a busy one may be swapped
         profile = profile.model_copy(update={"port": options.port})
-    changes = {
-        name: getattr(options.request, name) for name in SENDING if getattr(options.request, name) is not None
+    changes = {  # how requests are sent may change (concurrency, timeout, retries: no verdict changes)
+        name: getattr(options.request, name)
+        for name in RequestSettings().settings(verdicts=False)
+        if getattr(options.request, name) is not None
     }
     run = store.run.model_copy(
         update={"spec": store.run.spec.model_copy(update=changes), "status": "running", "note": None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from suites import SUITES, build_recipes
+from suites import REGISTRY, build_recipes
 
 LENGTHS = [1000, 4000, 8000, 16000, 25000]
 DEPTHS = [float(d) for d in range(0, 101, 7)][:15] + [100.0]
@@ -19,7 +19,7 @@ TOKENS_PER_WORD = 1.3
 
 def main() -> None:
     print(f"{'suite':<10} {'recipes':>7} {'build s':>8} {'guess s':>8} {'4 renders s':>12} {'max chars':>10}")
-    for suite in SUITES:
+    for suite in REGISTRY.suites():
         start = time.perf_counter()
         recipes = build_recipes(suite, LENGTHS, DEPTHS, 2, 0)
         built = time.perf_counter()

@@ -15,6 +15,7 @@ from recall_eval.store import load_run
 from recall_eval.thinking import THINKING_MAX_TOKENS
 from tests.e2e.cli import run_cli
 from tests.e2e.served_process import free_port, start_served
+from tests.reports.dom import parse
 
 SERVER = Path(__file__).with_name("thinking_server.py")
 GRID = ["--lengths", "200", "--depths", "0,100", "--trials", "1"]
@@ -74,7 +75,9 @@ def test_thinking_sweep_gets_the_thinking_budget(thinker, tmp_path):
     assert {r.outcome for r in results} == {"pass"}
     assert all(s["reasoning_effort"] == "high" for s in httpx.get(f"{thinker.base_url}/seen").json())
     report = next(out.iterdir()) / "report.html"
-    assert "reasoning_effort" in report.read_text()  # the knobs are shown with the spec
+    settings = parse(report.read_text()).by_id("settings-table").text  # shown under their labels
+    assert "reasoning effort" in settings and "high" in settings and '"top_k": 1' in settings
+    assert 'request settings: reasoning effort high, extra body {"top_k": 1}' in completed.stderr
 
 
 @pytest.mark.parametrize(

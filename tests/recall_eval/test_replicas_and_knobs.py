@@ -11,14 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recall_eval.chat_client import ChatClient, RequestKnobs
+from recall_eval.chat_client import ChatClient
 from recall_eval.connect import probe_replicas
 from recall_eval.errors import BadInput
 from recall_eval.runner import Replica, Runner, RunnerSettings
 from recall_eval.scoring import REASONING_RAN_OUT, score_completion
 from recall_eval.store import RunStore
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
-from recall_eval.types import Case, ChatMessage, Completion, Endpoint, Run, RunSpec
+from recall_eval.types import Case, ChatMessage, Completion, Endpoint, RequestSettings, Run, RunSpec
 from tests.e2e.served_process import free_port, start_served
 
 HERE = Path(__file__).parent
@@ -85,7 +85,7 @@ async def test_knobs_reach_the_request_body():
             200, content=b'data: {"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}\n\n'
         )
 
-    knobs = RequestKnobs(
+    knobs = RequestSettings(
         reasoning_effort="high",
         chat_template_kwargs={"thinking": True},
         extra_body={"top_k": 1, "temperature": 0.6},

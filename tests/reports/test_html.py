@@ -140,6 +140,10 @@ def test_metadata_tables(rendered: tuple[Path, str, Element]) -> None:
     assert "reference-cpu" in profile and "512" in profile and "fp8" in profile
     assert "hf_secret_value" not in html and "(hidden)" in profile and "OMP_NUM_THREADS" in profile
     assert "338, 1000, 4509, 22597" in dom.by_id("spec-table").text
+    # request settings under their declared labels, once (not repeated in the spec table)
+    settings = dom.by_id("settings-table").text
+    assert "request timeout (s)" in settings and "reasoning effort" in settings and "extra body" in settings
+    assert "request_timeout_s" not in dom.by_id("spec-table").text
     assert "max_total_tokens" in dom.by_id("server-info").text
     assert "3.11.2" in dom.by_id("versions-table").text
     assert dom.by_id("run-status").attrs["data-status"] == "finished"
