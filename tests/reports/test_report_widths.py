@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-import suites
 from recall_eval.store import RunStore
 from recall_eval.types import Completion, Profile, Result, Run, RunSpec
 from reports.html import render_report
+from suites.registry import REGISTRY
 from tests.reports.dom import parse
 from tests.reports.test_browser import chromium
 
 pytestmark = pytest.mark.browser
 
 LENGTHS = (4096, 8192, 16384, 32768)
-TASKS = suites.FAMILIES["ruler"] + suites.FAMILIES["mrcr"]
+TASKS = REGISTRY.families()["ruler"] + REGISTRY.families()["mrcr"]
 # an MRCR answer is a whole generated passage: long, with few spaces to break at
 MRCR_EXPECTED = "9f3a1c-" + "the-lighthouse-keeper-wrote-a-riddle-about-the-tide-and-the-moon-" * 8
 OVERFLOW_PROBE = """<script>
