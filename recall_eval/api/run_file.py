@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from recall_eval.api.options import Declared
 from recall_eval.errors import BadInput
+from recall_eval.server_url import without_userinfo
 
 CONFIG_FILE = "config.toml"  # the effective configuration, in a run directory
 SECRET_FIELDS = ("api_key", "headers")  # used, never written back
@@ -130,6 +131,15 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _without_userinfo(value: Any) -> Any:
+    """A URL (or URLs) with any `user:pass@` removed."""
+    if isinstance(value, str):
+        return without_userinfo(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_without_userinfo(item) for item in value)
+    return value
+
+
 def _given(value: Any, declared: Declared) -> bool:
     if value is None or (isinstance(value, list | tuple) and not value):
         return False
@@ -148,6 +158,8 @@ def options_document(*objects: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             value = obj
             for name in leaf.path:
                 value = getattr(value, name)
+            if leaf.name.endswith("url"):  # a URL's user:password is a secret too
+                value = _without_userinfo(value)
             if _given(value, leaf.declared):
                 given[leaf.key] = _plain(value)
                 fallback.pop(leaf.key, None)
