@@ -30,7 +30,7 @@ from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
 from launchers.reference.training.greedy import greedy_from_states, prompt_states
-from launchers.reference.training.topk_recall import SEED, EngineTokenizer
+from launchers.reference.training.topk_recall import SEED, EngineTokenizer, markdown
 from recall_eval.metrics import METRICS
 from recall_eval.scoring import score_answer
 from recall_eval.types import Case
@@ -69,23 +69,6 @@ def grade(case: Case, answer: str, finish: str) -> tuple[bool, float]:
         return score >= 1.0, score
     outcome, _ = score_answer(answer, case.expected, case.distractors, finish)
     return outcome == "pass", float(outcome == "pass")
-
-
-def markdown(rows: list[dict], topks: list[int]) -> str:
-    cells: dict[tuple[str, str, int, int], list[bool]] = defaultdict(list)
-    for row in rows:
-        cells[(row["dtype"], row["suite"], row["target_tokens"], row["index_topk"])].append(row["pass"])
-    keys = sorted({k[:3] for k in cells})
-    lines = [
-        "| index K | suite | length | " + " | ".join(f"k={k}" for k in topks) + " |",
-        "|---|---|---|" + "---|" * len(topks),
-    ]
-    for dtype, suite, length in keys:
-        parts = [
-            f"{sum(cells[(dtype, suite, length, k)])}/{len(cells[(dtype, suite, length, k)])}" for k in topks
-        ]
-        lines.append(f"| {dtype} | {suite} | {length:,} | " + " | ".join(parts) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
