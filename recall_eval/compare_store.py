@@ -53,15 +53,22 @@ class CompareManifest(BaseModel):
     scoring: str = "lenient"
 
 
+def stored_run_dir(manifest_dir: Path, stored: str) -> Path:
+    """A run directory as a manifest (compare.json, study.json) stores it, relative to the manifest's
+    own directory or absolute, as a path."""
+    path = Path(stored)
+    return path if path.is_absolute() else Path(manifest_dir) / path
+
+
 def run_dir_of(compare_dir: Path, variant: CompareVariant) -> Path:
-    path = Path(variant.run_dir)
-    return path if path.is_absolute() else compare_dir / path
+    return stored_run_dir(compare_dir, variant.run_dir)
 
 
-def relative_run_dir(compare_dir: Path, run_dir: Path) -> str:
-    """run_dir as compare.json stores it: relative to the compare dir (both usually sit in runs/)."""
+def relative_run_dir(manifest_dir: Path, run_dir: Path) -> str:
+    """run_dir as a manifest (compare.json, study.json) stores it: relative to the manifest's directory
+    (both usually sit in runs/)."""
     try:
-        return os.path.relpath(Path(run_dir).resolve(), Path(compare_dir).resolve())
+        return os.path.relpath(Path(run_dir).resolve(), Path(manifest_dir).resolve())
     except ValueError:  # another drive on Windows
         return str(Path(run_dir).resolve())
 

@@ -14,12 +14,12 @@ same study.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from recall_eval.compare_store import stored_run_dir
 from recall_eval.errors import UserError
 from recall_eval.store import write_atomically
 
@@ -82,17 +82,8 @@ class StudyManifest(BaseModel):
 
 
 def run_dir_of(study_dir: Path, cell: StudyCell) -> Path | None:
-    if cell.run_dir is None:
-        return None
-    path = Path(cell.run_dir)
-    return path if path.is_absolute() else study_dir / path
-
-
-def relative_run_dir(study_dir: Path, run_dir: Path) -> str:
-    try:
-        return os.path.relpath(Path(run_dir).resolve(), Path(study_dir).resolve())
-    except ValueError:  # another drive on Windows
-        return str(Path(run_dir).resolve())
+    """A cell's run (or search) directory, None before it has one."""
+    return None if cell.run_dir is None else stored_run_dir(study_dir, cell.run_dir)
 
 
 def write_study_file(study_dir: Path, manifest: StudyManifest, extra: dict[str, Any] | None = None) -> Path:

@@ -31,6 +31,7 @@ from recall_eval.api.records import RunInterrupted, RunRecord, RunStopped, Study
 from recall_eval.api.searching import SearchRecord, run_search
 from recall_eval.api.sweeping import build_spec, check_lengths_of, request_auth
 from recall_eval.cliff import LengthSearch, is_search, parse_search
+from recall_eval.compare_store import relative_run_dir
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import study_verdict
 from recall_eval.frame import check_scoring
@@ -45,7 +46,7 @@ from recall_eval.study_store import (
     StudyCell,
     StudyManifest,
     read_study,
-    relative_run_dir,
+    run_dir_of,
     write_study_file,
 )
 from recall_eval.types import RunSpec
@@ -363,14 +364,16 @@ def load_study(path: str | Path) -> StudyRecord:
     if manifest.search:
         searches = {}
         for cell in finished:
-            search_dir = path / cell.run_dir if not Path(cell.run_dir).is_absolute() else Path(cell.run_dir)  # type: ignore[arg-type]
+            search_dir = run_dir_of(path, cell)
+            assert search_dir is not None  # a finished cell has its directory
             stored = read_search(search_dir)
             if stored is not None:
                 searches[cell.label] = SearchRecord(search_dir, stored)
         return finish_search_study(path, searches)
     runs = {}
     for cell in finished:
-        run_dir = Path(cell.run_dir) if Path(cell.run_dir).is_absolute() else path / cell.run_dir  # type: ignore[arg-type]
+        run_dir = run_dir_of(path, cell)
+        assert run_dir is not None  # a finished cell has its directory
         runs[cell.label] = RunRecord.from_store(RunStore.open(run_dir))
     return finish_study(path, runs, None, "lenient")
 
