@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.frame import check_scoring, headline_frame
-from recall_eval.store import write_atomically
+from recall_eval.store import invalid_field, write_atomically
 from recall_eval.types import RECALL_OUTCOMES, Result, Run, RunSpec
 
 BASELINE_FORMAT = 1
@@ -171,6 +171,4 @@ def read_baseline(path: str | Path) -> Baseline:
     try:
         return Baseline.model_validate(document)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise BadInput(f"--baseline {path}: not a baseline file ({where}: {first['msg']})") from None
+        raise BadInput(f"--baseline {path}: not a baseline file ({invalid_field(err)})") from None

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recall_eval.errors import UserError
-from recall_eval.store import write_atomically
+from recall_eval.store import invalid_field, write_atomically
 
 COMPARE_FILE = "compare.json"
 COMPARE_HTML = "compare.html"
@@ -101,6 +101,4 @@ def read_manifest(compare_dir: Path) -> CompareManifest:
     try:
         return CompareManifest.model_validate_json(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path} is not a valid compare file ({where}: {first['msg']})") from err
+        raise UserError(f"{path} is not a valid compare file ({invalid_field(err)})") from err

@@ -101,6 +101,12 @@ class ParsedResults:
     torn: bytes  # a last line without its newline (a crash mid-write); b"" when there is none
 
 
+def invalid_field(err: ValidationError) -> str:
+    """The first thing a stored file's validation found, as 'field.path: message' (for its one line)."""
+    first = err.errors()[0]
+    return ".".join(str(part) for part in first["loc"]) + f": {first['msg']}"
+
+
 def _why_unreadable(err: ValidationError) -> str:
     first = err.errors()[0]
     if first["type"] == "json_invalid":
@@ -143,9 +149,7 @@ def _read_run_file(run_file: Path) -> Run:
     try:
         return Run.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{run_file} is not a valid run file ({where}: {first['msg']})") from err
+        raise UserError(f"{run_file} is not a valid run file ({invalid_field(err)})") from err
 
 
 class RunStore:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from recall_eval.compare_store import stored_run_dir
 from recall_eval.errors import UserError
-from recall_eval.store import write_atomically
+from recall_eval.store import invalid_field, write_atomically
 
 STUDY_FILE = "study.json"
 STUDY_HTML = "study.html"
@@ -109,6 +109,4 @@ def read_study(study_dir: Path) -> StudyManifest:
     try:
         return StudyManifest.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path} is not a valid study file ({where}: {first['msg']})") from err
+        raise UserError(f"{path} is not a valid study file ({invalid_field(err)})") from err
