@@ -99,8 +99,11 @@ def read_study(study_dir: Path) -> StudyManifest:
     path = Path(study_dir) / STUDY_FILE
     if not path.is_file():
         raise UserError(f"{study_dir} is not a study directory (no {STUDY_FILE}); run `recall-eval study`")
-    data = json.loads(path.read_bytes())
-    version = data.get("format_version")
+    try:
+        data = json.loads(path.read_bytes())
+    except ValueError as err:
+        raise UserError(f"{path} is not a valid study file (not JSON: {err})") from None
+    version = data.get("format_version") if isinstance(data, dict) else None
     if isinstance(version, int) and version > STUDY_FORMAT:
         raise UserError(
             f"{path} has format_version {version}, newer than this recall-eval reads ({STUDY_FORMAT}); "
