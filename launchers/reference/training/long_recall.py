@@ -30,7 +30,7 @@ from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
 from launchers.reference.training.greedy import greedy_from_states, prompt_states
-from launchers.reference.training.topk_recall import SEED, EngineTokenizer, markdown
+from launchers.reference.training.topk_recall import SEED, EngineTokenizer, answer_row, markdown
 from recall_eval.metrics import METRICS
 from recall_eval.scoring import score_answer
 from recall_eval.types import Case
@@ -136,14 +136,7 @@ def main() -> None:
                         passed, score = grade(case, answer, finish)
                         rows.append(
                             {
-                                "case_id": case.id,
-                                "suite": case.suite,
-                                "target_tokens": case.target_tokens,
-                                "prompt_tokens": len(prompt),
-                                "depth_percent": case.depth_percent,
-                                "dtype": dtype,
-                                "index_topk": topk,
-                                "answer": answer,
+                                **answer_row(case, len(prompt), dtype, topk, answer),
                                 "expected": list(case.expected),
                                 "score": round(score, 4),
                                 "pass": passed,

@@ -98,6 +98,20 @@ def answers_per_topk(
     return out
 
 
+def answer_row(case: Case, prompt_tokens: int, dtype: str, topk: int, answer: str) -> dict:
+    """What every table row says of one answer (the case, its cell, the answer); callers add the grade."""
+    return {
+        "case_id": case.id,
+        "suite": case.suite,
+        "target_tokens": case.target_tokens,
+        "prompt_tokens": prompt_tokens,
+        "depth_percent": case.depth_percent,
+        "dtype": dtype,
+        "index_topk": topk,
+        "answer": answer,
+    }
+
+
 def markdown(rows: list[dict], topks: list[int]) -> str:
     cells: dict[tuple[str, str, int, int], list[bool]] = defaultdict(list)
     for row in rows:
@@ -152,14 +166,7 @@ def main() -> None:
                 outcome, _ = score_answer(answer, case.expected, case.distractors, finish)
                 rows.append(
                     {
-                        "case_id": case.id,
-                        "suite": case.suite,
-                        "target_tokens": case.target_tokens,
-                        "prompt_tokens": len(prompt),
-                        "depth_percent": case.depth_percent,
-                        "dtype": dtype,
-                        "index_topk": topk,
-                        "answer": answer,
+                        **answer_row(case, len(prompt), dtype, topk, answer),
                         "expected": case.expected[0],
                         "outcome": outcome,
                         "pass": outcome == "pass",
