@@ -24,7 +24,7 @@ from recall_eval.baseline_store import Baseline
 from recall_eval.reuse import PROMPTS_KEY
 from recall_eval.stats import (
     SIGNIFICANCE,
-    holm,
+    holm_adjust,
     paired_drop_interval,
     paired_test,
     scored_paired_test,
@@ -179,7 +179,7 @@ def baseline_tests(
                 POOLED, baseline_frame[baseline_frame["suite"].isin(plain)], frame[frame["suite"].isin(plain)]
             )
         )
-    adjusted = holm([item["p_value"] for item in raw])
+    adjusted = holm_adjust([item["p_value"] for item in raw])
     return [
         ScopeTest(**item, p_adjusted=p, tolerance=tolerance, alpha=alpha)
         for item, p in zip(raw, adjusted, strict=True)

@@ -341,20 +341,6 @@ def median_change_ci(
     return (float(result.confidence_interval.low), float(result.confidence_interval.high))
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm-adjusted p-values (step-down, family-wise error rate kept at any alpha): the k-th smallest
-    p times (m - k + 1), made monotone and capped at 1; a test fails at alpha when its adjusted p is
-    below alpha. Holm, Scand. J. Statist. 6 (1979) 65-70."""
-    m = len(p_values)
-    order = np.argsort(np.asarray(p_values, dtype=float), kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
-        adjusted[index] = running
-    return [float(value) for value in adjusted]
-
-
 def paired_drop_interval(
     test: PairedTest, confidence: float = CONFIDENCE
 ) -> tuple[float, float, float] | None:

@@ -16,7 +16,7 @@ from recall_eval.baseline_store import Baseline, baseline_of, read_baseline, wri
 from recall_eval.errors import BadInput, UserError
 from recall_eval.exit_codes import RecallGate
 from recall_eval.frame import frame_of
-from recall_eval.stats import PairedTest, holm, mcnemar_exact, paired_drop_interval
+from recall_eval.stats import PairedTest, holm_adjust, mcnemar_exact, paired_drop_interval
 from recall_eval.types import Result, Run, RunSpec
 
 SPEC = RunSpec(suites=("needle", "config"), lengths=(338, 700), depths=(0.0, 100.0), trials=1)
@@ -101,10 +101,10 @@ def test_mismatch_names_every_difference_and_accepts_another_package_version():
 
 
 def test_holm_adjusts_step_down():
-    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
-    assert holm([0.9, 0.8]) == [1.0, 1.0]  # capped at 1
-    assert holm([0.04, 0.03, 0.001]) == pytest.approx([0.06, 0.06, 0.003])  # made monotone
+    assert holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm_adjust([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert holm_adjust([0.9, 0.8]) == [1.0, 1.0]  # capped at 1
+    assert holm_adjust([0.04, 0.03, 0.001]) == pytest.approx([0.06, 0.06, 0.003])  # made monotone
 
 
 def _paired(both_pass: int, lost: int, gained: int, both_fail: int) -> PairedTest:
@@ -159,7 +159,7 @@ def test_suites_and_pooled_are_one_holm_family():
     tests = baseline_tests(_baseline(base).frame(), frame_of([(None, cand)]), ["needle", "config"])
     assert [t.scope for t in tests] == ["needle", "config", POOLED]
     raw = [t.p_value for t in tests]
-    assert [t.p_adjusted for t in tests] == pytest.approx(holm(raw))
+    assert [t.p_adjusted for t in tests] == pytest.approx(holm_adjust(raw))
     assert [t.worse for t in tests] == [True, False, True]  # needle: p 2/2**8 * 3 < 0.05
 
 
