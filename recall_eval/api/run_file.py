@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from recall_eval.api.options import Declared
 from recall_eval.errors import BadInput
+from recall_eval.redact import Redactor
 from recall_eval.server_url import without_userinfo
 
 CONFIG_FILE = "config.toml"  # the effective configuration, in a run directory
@@ -160,6 +161,10 @@ def options_document(*objects: Any) -> tuple[dict[str, Any], dict[str, Any]]:
                 value = getattr(value, name)
             if leaf.name.endswith("url"):  # a URL's user:password is a secret too
                 value = _without_userinfo(value)
+            if isinstance(
+                value, Mapping
+            ):  # a JSON object (--extra-body): secret-named keys masked, as in run.json
+                value = Redactor().value(dict(value))
             if _given(value, leaf.declared):
                 given[leaf.key] = _plain(value)
                 fallback.pop(leaf.key, None)

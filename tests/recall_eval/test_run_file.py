@@ -97,3 +97,15 @@ def test_the_effective_configuration_reads_back_equal_and_holds_no_secret(tmp_pa
         "suites": "needle,config", "lengths": [338, 700], "trials": 1, "base_url": ["http://127.0.0.1:9"],
         "extra_body": {"top_k": 1}, "render_report": False, "baseline": "b.json", "fail_fast": True,
     }  # fmt: skip
+
+
+def test_credentials_inside_urls_and_json_options_are_not_written(tmp_path):
+    """A base URL's user:password is left out (the URL still works for a rerun) and a secret-named key of
+    a JSON object option is masked as run.json masks it; the other keys stay as given."""
+    options = SweepOptions.of(
+        base_url=["http://probe:s3cret-url-pass@127.0.0.1:9/v1"],
+        extra_body={"api_key": "sk-in-extra-body", "top_k": 1},
+    )  # fmt: skip
+    text = to_toml(*options_document(options))
+    assert "s3cret-url-pass" not in text and "sk-in-extra-body" not in text
+    assert '"http://127.0.0.1:9/v1"' in text and '"top_k" = 1' in text
