@@ -113,6 +113,7 @@ def run_search(
     stored = read_search(path)
     done = {(b.length, b.batch): b for b in stored.batches} if stored else {}
     manifest = SearchManifest(
+        **(stored.model_extra or {}) if stored else {},  # a newer writer's fields, kept
         search_id=path.name,
         label=spec.variant,
         low=search.low,
