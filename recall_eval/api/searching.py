@@ -216,20 +216,12 @@ def find_cliffs(
 ) -> list[SearchRecord]:
     """compare with `--lengths search:MIN..MAX[:BUDGET]`: each variant's cliff on identical cases (the same
     spec and seed; each variant's server launched once, one after another, or each running one as it is)."""
-    from recall_eval.api.comparing import plan_variants
+    from recall_eval.api.comparing import plan_compared
 
     hooks = hooks or Hooks()
     search = parse_search(str(options.grid.lengths))
     grid = dataclasses.replace(options.grid, lengths=str(search.low))
     spec = build_spec(grid, options.request)
     check_lengths_of(spec)
-    planned = plan_variants(
-        list(variants),
-        spec,
-        options.base_urls,
-        options.model,
-        options.profile,
-        options.profiles_file,
-        budget_given=options.grid.max_tokens is not None,
-    )
+    planned = plan_compared(variants, spec, options)
     return [run_search(p.spec, p.profile, search, hooks, options.request) for p in planned]
