@@ -11,7 +11,8 @@ File format (shipped files and ./recall-eval.toml alike):
     role = "prefill"
     port = 30100
 
-Every key is a field of recall_eval.types.Profile (or PDPart inside `pd`). A user entry with the name
+Every key is a field its engine takes: recall_eval.types.ServerFields plus its kind's `fields_model`
+(VllmFields, SglangFields, ...; PDPart inside `pd`). A user entry with the name
 of a shipped profile replaces it. CLI overrides (resolve_profile) compose on top of the result.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from launchers.kinds import kind_of
+from launchers.kinds.base import COMMON_FIELDS
 from recall_eval.errors import BadInput
 from recall_eval.types import PDPart, Profile
 
@@ -120,9 +122,10 @@ def _validate(name: str, fields: dict[str, Any], origin: Path) -> Profile:
         *(f"pd.{k}" for part in profile.pd for k in part.model_extra or {}),
     ]
     if unknown:
+        kind = kind_of(profile)
         raise BadInput(
             f"profile {name!r} in {origin}: unknown field(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(Profile.model_fields))}"
+            f"engine {kind.name} takes: {', '.join(sorted(COMMON_FIELDS | kind.fields))}"
         )
     check_profile(profile, where=f"profile {name!r} in {origin}")
     return profile

@@ -24,10 +24,12 @@ from recall_eval.baseline_store import Baseline
 from recall_eval.reuse import PROMPTS_KEY
 from recall_eval.stats import (
     SIGNIFICANCE,
+    PairedTest,
+    ScoredPairedTest,
     holm_adjust,
     paired_drop_interval,
     paired_test,
-    scored_paired_test,
+    paired_tests_by,
 )
 from recall_eval.types import RunSpec, request_knobs
 
@@ -118,8 +120,7 @@ class ScopeTest:
         )
 
 
-def _recall_scope(scope: str, base: pd.DataFrame, cand: pd.DataFrame) -> dict[str, Any]:
-    test = paired_test(base, cand)
+def _recall_scope(scope: str, test: PairedTest) -> dict[str, Any]:
     interval = paired_drop_interval(test)
     n = test.paired
     return {
@@ -137,8 +138,7 @@ def _recall_scope(scope: str, base: pd.DataFrame, cand: pd.DataFrame) -> dict[st
     }
 
 
-def _score_scope(scope: str, base: pd.DataFrame, cand: pd.DataFrame) -> dict[str, Any]:
-    test = scored_paired_test(base, cand)
+def _score_scope(scope: str, test: ScoredPairedTest) -> dict[str, Any]:
     flip = lambda value: None if value is None else -value  # noqa: E731 - drop = -(B - A)
     return {
         "scope": scope,
@@ -165,20 +165,16 @@ def baseline_tests(
     """Each suite (in `suites` order, then any other found), then the pooled pass/miss suites when
     there are several, with Holm-adjusted p-values over them all (see the module docstring)."""
     found = list(dict.fromkeys([*(s for s in suites if s in set(frame["suite"])), *frame["suite"]]))
-    scored = set(frame.loc[frame["metric"].notna(), "suite"]) | set(
-        baseline_frame.loc[baseline_frame["metric"].notna(), "suite"]
-    )
-    raw = []
-    for suite in found:
-        base, cand = baseline_frame[baseline_frame["suite"] == suite], frame[frame["suite"] == suite]
-        raw.append((_score_scope if suite in scored else _recall_scope)(suite, base, cand))
-    plain = [suite for suite in found if suite not in scored]
+    raw = [
+        _score_scope(suite, test) if isinstance(test, ScoredPairedTest) else _recall_scope(suite, test)
+        for suite, test in paired_tests_by(baseline_frame, frame, "suite", found).items()
+    ]
+    plain = [item["scope"] for item in raw if item["kind"] == "recall"]
     if len(plain) > 1:
-        raw.append(
-            _recall_scope(
-                POOLED, baseline_frame[baseline_frame["suite"].isin(plain)], frame[frame["suite"].isin(plain)]
-            )
+        pooled = paired_test(
+            baseline_frame[baseline_frame["suite"].isin(plain)], frame[frame["suite"].isin(plain)]
         )
+        raw.append(_recall_scope(POOLED, pooled))
     adjusted = holm_adjust([item["p_value"] for item in raw])
     return [
         ScopeTest(**item, p_adjusted=p, tolerance=tolerance, alpha=alpha)

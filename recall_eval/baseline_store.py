@@ -8,7 +8,7 @@ answer budget and request knobs: no key, header names only, as run.json), its ve
 key (recall_eval.reuse: a candidate whose prompts differ is refused), the headline scoring, a few facts
 about the target it was measured on (an allow-list: profile, engine, model, precision, index_topk), an
 optional tolerance, and one row per case: id, suite, length, depth, trial, both verdicts, a scored
-suite's grade. No prompt, no answer, no secret. Versioned by `format_version`; readers ignore fields
+suite's grade. No prompt, no answer, no secret. Versioned by `format_version`; readers keep fields
 they do not know, so a newer writer's additions do not break an older reader.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from recall_eval.errors import BadInput, UserError
+from recall_eval.errors import BadInput
 from recall_eval.frame import check_scoring, headline_frame
-from recall_eval.store import invalid_field, write_atomically
+from recall_eval.store import read_versioned, write_atomically
 from recall_eval.types import RECALL_OUTCOMES, Result, Run, RunSpec
 
 BASELINE_FORMAT = 1
@@ -33,7 +33,7 @@ BASELINE_SUFFIX = ".json"
 class BaselineCase(BaseModel):
     """One case of the baseline run, as the gate pairs it (by case_id)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     case_id: str
     suite: str
@@ -49,7 +49,7 @@ class BaselineCase(BaseModel):
 class Baseline(BaseModel):
     """The content of a baseline file."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     format_version: int = BASELINE_FORMAT
     name: str
@@ -158,17 +158,4 @@ def read_baseline(path: str | Path) -> Baseline:
         raise BadInput(
             f"--baseline {path}: no such file; write one with `recall-eval baseline save RUN NAME`"
         )
-    try:
-        document = json.loads(path.read_bytes())
-    except ValueError as err:
-        raise BadInput(f"--baseline {path}: not JSON ({err})") from None
-    version = document.get("format_version") if isinstance(document, dict) else None
-    if isinstance(version, int) and version > BASELINE_FORMAT:
-        raise UserError(
-            f"--baseline {path}: format {version} is newer than this recall-eval reads ({BASELINE_FORMAT}); "
-            "upgrade recall-eval"
-        )
-    try:
-        return Baseline.model_validate(document)
-    except ValidationError as err:
-        raise BadInput(f"--baseline {path}: not a baseline file ({invalid_field(err)})") from None
+    return read_versioned(path, Baseline, BASELINE_FORMAT, "baseline file", f"--baseline {path}", BadInput)

@@ -1,7 +1,8 @@
 """A cliff search's stored format: runs/search-<id>/search.json (versioned) lists every batch of trials the
 search ran (length, batch number, its run directory inside the search directory, what it scored) and, once
 found, the bracket, the cases spent and the equivalent grid's. Rewritten atomically after every batch, so
-running the same search again replays the stored batches and runs only what is missing."""
+running the same search again replays the stored batches and runs only what is missing; fields it does not
+know (a newer writer's) are kept through the rewrite."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from recall_eval.store import write_atomically
+from recall_eval.store import read_versioned, write_atomically
 
 SEARCH_FILE = "search.json"
 SEARCH_FORMAT = 1
 
 
 class SearchBatch(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     length: int  # target length, server tokens
     batch: int  # 0, 1, ... at this length (its seed is the search's seed + batch)
@@ -29,7 +30,7 @@ class SearchBatch(BaseModel):
 
 
 class SearchManifest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     format_version: int = SEARCH_FORMAT
     search_id: str
@@ -49,10 +50,12 @@ class SearchManifest(BaseModel):
 
 
 def read_search(search_dir: Path) -> SearchManifest | None:
+    """The stored search (None before its first batch); a damaged or newer search.json is one line
+    naming it (a search is not silently started over on top of one)."""
     path = Path(search_dir) / SEARCH_FILE
     if not path.is_file():
         return None
-    return SearchManifest.model_validate_json(path.read_bytes())
+    return read_versioned(path, SearchManifest, SEARCH_FORMAT, "cliff search file")
 
 
 def write_search(search_dir: Path, manifest: SearchManifest) -> Path:

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from recall_eval.errors import UserError
-from recall_eval.store import invalid_field, write_atomically
+from recall_eval.store import read_versioned, write_atomically
 
 COMPARE_FILE = "compare.json"
 COMPARE_HTML = "compare.html"
@@ -87,18 +87,4 @@ def read_manifest(compare_dir: Path) -> CompareManifest:
         raise UserError(
             f"{compare_dir} is not a compare directory (no {COMPARE_FILE}); run `recall-eval compare`"
         )
-    raw = path.read_bytes()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    version = data.get("format_version") if isinstance(data, dict) else None
-    if isinstance(version, int) and version > COMPARE_FORMAT:
-        raise UserError(
-            f"{path} was written by a newer recall-eval (compare format {version}; this one reads "
-            f"{COMPARE_FORMAT} and older); upgrade recall-eval to read it"
-        )
-    try:
-        return CompareManifest.model_validate_json(raw)
-    except ValidationError as err:
-        raise UserError(f"{path} is not a valid compare file ({invalid_field(err)})") from err
+    return read_versioned(path, CompareManifest, COMPARE_FORMAT, "compare file")

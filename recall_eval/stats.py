@@ -9,8 +9,9 @@ to the one-row-per-case table of recall_eval.frame (columns `counted`, `passed`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -296,6 +297,36 @@ def scored_paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> ScoredPa
         unpaired=len(set(a_frame["case_id"]) ^ set(b_frame["case_id"])),
         p_value=signed_rank_p(diffs),
     )
+
+
+def either_paired_test(a_frame: pd.DataFrame, b_frame: pd.DataFrame) -> PairedTest | ScoredPairedTest:
+    """The paired test that fits one scope's cases: Wilcoxon signed-rank (scored_paired_test) when any
+    of them is scored, else the exact McNemar (paired_test)."""
+    scored = _scored(a_frame).any() or _scored(b_frame).any()
+    return scored_paired_test(a_frame, b_frame) if scored else paired_test(a_frame, b_frame)
+
+
+def paired_tests_by(
+    a_frame: pd.DataFrame,
+    b_frame: pd.DataFrame,
+    column: str,
+    keys: Sequence[Any] | None = None,
+    test: Callable[[pd.DataFrame, pd.DataFrame], Any] = either_paired_test,
+) -> dict[Any, Any]:
+    """B against A per scope: for each value of `column` ("suite", "target_tokens") the paired test of its
+    rows. keys: the values to test, in that order (default: every value in A or B, sorted); one found
+    in neither frame is left out. The one scope split of the compare report, the baseline gate and a
+    study; each then puts its tests into families for holm_adjust."""
+    present = set(a_frame[column]) | set(b_frame[column])
+    chosen = [key for key in keys if key in present] if keys is not None else sorted(present)
+    return {
+        _plain(key): test(a_frame[a_frame[column] == key], b_frame[b_frame[column] == key]) for key in chosen
+    }
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a frame's int64 length) as its Python value, for dict keys and JSON."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def percentile(values: Sequence[float] | pd.Series, q: float) -> float | None:

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from recall_eval.errors import BadInput, UserError
 from recall_eval.migrations import NewerFormat, migrate_run
@@ -34,6 +35,7 @@ RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 TORN_FILE = "results.jsonl.torn"  # torn last lines set aside (recall_eval.store.RunStore._cut_torn_tail)
 HOME_ENV = "RECALL_EVAL_HOME"
+StoredModel = TypeVar("StoredModel", bound=BaseModel)
 
 
 def runs_home() -> Path:
@@ -105,6 +107,39 @@ def invalid_field(err: ValidationError) -> str:
     """The first thing a stored file's validation found, as 'field.path: message' (for its one line)."""
     first = err.errors()[0]
     return ".".join(str(part) for part in first["loc"]) + f": {first['msg']}"
+
+
+def read_versioned(
+    path: Path,
+    model: type[StoredModel],
+    newest: int,
+    what: str,
+    name: str | None = None,
+    error: type[UserError] = UserError,
+) -> StoredModel:
+    """A stored JSON file of a versioned format (format_version) as its model, or one line naming the
+    file (`name`, default its path) and what is wrong: unreadable, torn or not JSON, not an object, a
+    format newer than `newest` (upgrade recall-eval), a field that does not validate. The model keeps
+    fields it does not know (extra="allow"), so a rewrite does not drop a newer writer's additions."""
+    name = name or str(path)
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as err:
+        raise error(f"cannot read {name}: {err.strerror}") from None
+    except ValueError as err:
+        raise error(f"{name} is not a valid {what} (not JSON: {err})") from None
+    if not isinstance(data, dict):
+        raise error(f"{name} is not a valid {what} (not a JSON object)")
+    version = data.get("format_version")
+    if isinstance(version, int) and version > newest:
+        raise UserError(
+            f"{name}: {what} format {version} is newer than this recall-eval reads ({newest} and older); "
+            "upgrade recall-eval"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise error(f"{name} is not a valid {what} ({invalid_field(err)})") from None
 
 
 def _why_unreadable(err: ValidationError) -> str:
@@ -310,7 +345,8 @@ def load_run(run_dir: Path) -> tuple[Run, list[Result]]:
 
 @dataclass(frozen=True)
 class UnreadableRun:
-    """A run directory whose run.json cannot be read: listed with the reason, never hidden."""
+    """A run (or compare) directory whose run.json (compare.json) cannot be read: listed with the
+    reason, never hidden."""
 
     path: Path
     reason: str  # one line: what is wrong and what to do (a newer format names the upgrade)

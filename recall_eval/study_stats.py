@@ -33,6 +33,7 @@ from recall_eval.stats import (
     holm_adjust,
     median_ci,
     paired_test,
+    paired_tests_by,
     percentile,
     recall_table,
 )
@@ -98,20 +99,20 @@ def _cell_row(cell: CellData, baseline: str) -> dict[str, Any]:
 
 def _test_rows(base: pd.DataFrame, cell: CellData) -> list[dict[str, Any]]:
     frame = _plain_suites(cell.frame)
-    scopes: list[tuple[str, pd.DataFrame, pd.DataFrame]] = [("pooled", base, frame)]
-    for suite in sorted(set(base["suite"]) | set(frame["suite"])):
-        scopes.append((f"suite:{suite}", base[base["suite"] == suite], frame[frame["suite"] == suite]))
-    for length in sorted(set(base["target_tokens"].dropna().astype(int))):
-        scopes.append(
-            (
-                f"length:{length}",
-                base[base["target_tokens"] == length],
-                frame[frame["target_tokens"] == length],
-            )
-        )
+    lengths = sorted(set(base["target_tokens"].dropna().astype(int)))  # the baseline's lengths
+    scopes = {
+        "pooled": paired_test(base, frame),
+        **{
+            f"suite:{suite}": test
+            for suite, test in paired_tests_by(base, frame, "suite", test=paired_test).items()
+        },
+        **{
+            f"length:{length}": test
+            for length, test in paired_tests_by(base, frame, "target_tokens", lengths, paired_test).items()
+        },
+    }
     rows = []
-    for scope, a, b in scopes:
-        test = paired_test(a, b)
+    for scope, test in scopes.items():
         rows.append(
             {
                 "cell": cell.label,

@@ -17,11 +17,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from recall_eval.compare_store import stored_run_dir
 from recall_eval.errors import UserError
-from recall_eval.store import invalid_field, write_atomically
+from recall_eval.store import read_versioned, write_atomically
 
 STUDY_FILE = "study.json"
 STUDY_HTML = "study.html"
@@ -35,7 +35,7 @@ COSTS: tuple[str, ...] = ("memory", "decode", "ttft")
 class CellPlan(BaseModel):
     """What the memory planner predicts for a cell before anything launches (launchers.cell_plan)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     fits: bool | None  # None: this kind of server is not planned (launched, nothing predicted)
     reason: str  # one line: why it fits, why not, or why it was not planned
@@ -47,7 +47,7 @@ class CellPlan(BaseModel):
 
 
 class StudyCell(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     label: str  # the compare variant the cell is ("dtype=fp8,topk=512")
     values: dict[str, str]  # axis -> value
@@ -64,7 +64,7 @@ class StudyCell(BaseModel):
 class StudyManifest(BaseModel):
     """What a study is: its axes, cells (in order), baseline and cost; study.json also holds the numbers."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # fields it does not know are kept
 
     format_version: int = STUDY_FORMAT
     study_id: str
@@ -99,17 +99,4 @@ def read_study(study_dir: Path) -> StudyManifest:
     path = Path(study_dir) / STUDY_FILE
     if not path.is_file():
         raise UserError(f"{study_dir} is not a study directory (no {STUDY_FILE}); run `recall-eval study`")
-    try:
-        data = json.loads(path.read_bytes())
-    except ValueError as err:
-        raise UserError(f"{path} is not a valid study file (not JSON: {err})") from None
-    version = data.get("format_version") if isinstance(data, dict) else None
-    if isinstance(version, int) and version > STUDY_FORMAT:
-        raise UserError(
-            f"{path} has format_version {version}, newer than this recall-eval reads ({STUDY_FORMAT}); "
-            "upgrade recall-eval"
-        )
-    try:
-        return StudyManifest.model_validate(data)
-    except ValidationError as err:
-        raise UserError(f"{path} is not a valid study file ({invalid_field(err)})") from err
+    return read_versioned(path, StudyManifest, STUDY_FORMAT, "study file")

@@ -246,41 +246,80 @@ class PDPart(_Stored):
     env: dict[str, str] = Field(default_factory=dict)  # added to the profile's env for this server only
 
 
-class Profile(_Stored):
-    """How to start (or reach) a server. Argv and env are built by launchers (pure functions)."""
+class ServerFields(_Stored):
+    """Profile fields every engine takes: naming, where it listens, what is added to its command and
+    environment. The fields of one engine are its model below (a kind's `fields_model`); Profile is
+    all of them, so that a profile file, run.json and the CLI read one flat table."""
 
     name: str
     engine: Engine
     description: str | None = None  # one line shown by `recall-eval profiles`
-    model_path: str | None = None  # model dir / hub id; None for the reference engine's bundled weights
     served_model_name: str | None = None
     host: str = "127.0.0.1"
     port: int = 30000  # 0: launchers pick a port that is free at launch
-    base_url: str | None = None  # for engine="external"
-    replica_base_urls: tuple[str, ...] = ()  # engine="external": more replicas of the same model
-    tp: int = 1
-    dp: int = 1  # vllm: data-parallel size (--data-parallel-size); SGLang's DP is PD parts or extra_args
-    # vllm: the program that starts the server, in vLLM's own environment: its `vllm` executable or its
-    # Python interpreter (vLLM pins its own torch, so it usually lives in a venv of its own); None: `vllm`
-    executable: str | None = None
-    kv_cache_dtype: str | None = None  # vllm: --kv-cache-dtype (auto, fp8, ...); the DSA index keys are fp8
-    mem_fraction_static: float | None = None
-    context_length: int | None = None
-    max_total_tokens: int | None = None
-    index_topk: int | None = None
-    index_k_dtype: IndexKDtype = "fp8"
-    page_size: int | None = None
-    dsa_prefill_backend: str | None = None
-    dsa_decode_backend: str | None = None
-    memory_limit_gb: float | None = None  # reference engine only: a real cap on the process's memory
-    enable_return_indexer_topk: bool = False
-    # reference engine only: a planted indexer-kernel bug (launchers/reference/faults.py), to show that a
-    # gate catches it; None (no fault) unless a profile or a compare variant (fault=NAME) sets one
-    fault: str | None = None
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = 900.0
-    pd: tuple[PDPart, ...] = ()  # non-empty for a PD-disaggregated profile
+
+
+class ExternalFields(_Stored):
+    """engine="external": a running server, reached at its URL."""
+
+    base_url: str | None = None
+    replica_base_urls: tuple[str, ...] = ()  # more replicas of the same model
+
+
+class DsaLaunchFields(_Stored):
+    """Launch settings of the DSA experiments, taken by every engine that launches a DSA model."""
+
+    model_path: str | None = None  # model dir / hub id; None for the reference engine's bundled weights
+    tp: int = 1
+    mem_fraction_static: float | None = None
+    context_length: int | None = None
+    index_topk: int | None = None
+    index_k_dtype: IndexKDtype = "fp8"
+
+
+class VllmFields(DsaLaunchFields):
+    """engine="vllm"."""
+
+    dp: int = 1  # data-parallel size (--data-parallel-size); SGLang's DP is PD parts or extra_args
+    # the program that starts the server, in vLLM's own environment: its `vllm` executable or its Python
+    # interpreter (vLLM pins its own torch, so it usually lives in a venv of its own); None: `vllm`
+    executable: str | None = None
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype (auto, fp8, ...); the DSA index keys are fp8
+
+
+class SglangStyleFields(DsaLaunchFields):
+    """Settings the reference engine shares with SGLang (its server takes SGLang's flags)."""
+
+    max_total_tokens: int | None = None
+    enable_return_indexer_topk: bool = False
+    pd: tuple[PDPart, ...] = ()  # non-empty for a multi-server profile behind sglang_router
+
+
+class SglangFields(SglangStyleFields):
+    """engine="sglang"."""
+
+    page_size: int | None = None
+    dsa_prefill_backend: str | None = None
+    dsa_decode_backend: str | None = None
+
+
+class ReferenceFields(SglangStyleFields):
+    """engine="reference": the bundled DSA engine."""
+
+    memory_limit_gb: float | None = None  # a real cap on the process's memory
+    # a planted indexer-kernel bug (launchers/reference/faults.py), to show that a gate catches it; None
+    # (no fault) unless a profile or a compare variant (fault=NAME) sets one
+    fault: str | None = None
+
+
+# ServerFields last, so that its fields come first in a stored profile (pydantic orders fields from
+# the end of the MRO)
+class Profile(ReferenceFields, SglangFields, VllmFields, ExternalFields, ServerFields):
+    """How to start (or reach) a server: the fields of every engine, each declared (typed, with its
+    default) once in that engine's model above; a profile sets only its own engine's (its kind checks)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -25,6 +24,7 @@ from recall_eval.stats import (
     median_change_ci,
     median_sign_test,
     paired_test,
+    paired_tests_by,
     percentile,
     scored_paired_test,
 )
@@ -279,23 +279,10 @@ class PairFrame:
         return abs(self.b.started_median - self.a.started_median) / 60.0
 
 
-def _tests_by(
-    a: pd.DataFrame, b: pd.DataFrame, column: str, order: list[Any] | None = None, test: Any = paired_test
-) -> dict[Any, Any]:
-    """Paired tests per value of column, in the given order (else sorted), for values present in a or b."""
-    present = set(a[column]) | set(b[column])
-    keys = [key for key in order if key in present] if order is not None else sorted(present)
-    return {_plain(key): test(a[a[column] == key], b[b[column] == key]) for key in keys}
-
-
 def _split(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pass/miss suites' rows, scored suites' rows): a metric grades the scored ones."""
     scored = frame["metric"].notna()
     return frame[~scored], frame[scored]
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
 
 
 def pair_frame(
@@ -310,11 +297,11 @@ def pair_frame(
         a=a,
         b=b,
         overall=paired_test(plain_a, plain_b),
-        by_suite=_tests_by(plain_a, plain_b, "suite", list(a.grids)),
-        by_length=_tests_by(plain_a, plain_b, "target_tokens"),
+        by_suite=paired_tests_by(plain_a, plain_b, "suite", list(a.grids), paired_test),
+        by_length=paired_tests_by(plain_a, plain_b, "target_tokens", None, paired_test),
         scored_overall=scored_paired_test(scored_a, scored_b) if any_scored else None,
-        scored_by_suite=_tests_by(scored_a, scored_b, "suite", list(a.grids), scored_paired_test),
-        scored_by_length=_tests_by(scored_a, scored_b, "target_tokens", None, scored_paired_test),
+        scored_by_suite=paired_tests_by(scored_a, scored_b, "suite", list(a.grids), scored_paired_test),
+        scored_by_length=paired_tests_by(scored_a, scored_b, "target_tokens", None, scored_paired_test),
         diff_grids={suite: diff_grid(a.grids[suite], b.grids[suite]) for suite in a.grids},
         throughput_change={
             name: _pct_change(getattr(a.throughput, name), getattr(b.throughput, name))

@@ -59,6 +59,7 @@ PLANTED = [
     ("recall_eval/cli/plan.py", "from launchers import planner", "only through recall_eval.api", "recall_eval.cli.plan -> launchers.planner"),
     ("launchers/lifecycle.py", "import launchers.reference.training.train", "training code is a leaf", "launchers.lifecycle -> launchers.reference.training.train"),
     ("reports/heatmap.py", "import httpx", "one HTTP layer", "reports.heatmap -> httpx"),
+    ("recall_eval/transport.py", "import httptools", "the one user of httptools", "recall_eval.transport -> httptools"),
 ]  # fmt: skip
 
 

@@ -9,7 +9,9 @@
 Every decision that depends on the engine is a method or attribute of its kind; nothing outside this
 package tests an engine by its name. The core's own facts per engine (is it launched?) are
 recall_eval/engines.py, which names the same engines. A new kind: a ServerKind subclass in a module
-here, registered below, and its name added to recall_eval.types.Engine and recall_eval.engines.ENGINES.
+here, registered below; its name added to recall_eval.types.Engine and recall_eval.engines.ENGINES; its
+profile fields one model in recall_eval/types.py (as VllmFields), named by its fields_model and added
+to Profile's bases.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from pydantic import BaseModel
+
 from launchers.argv.spec import LaunchSpec
 from launchers.cell_plan import not_planned
 from launchers.log_mask import launch_secrets
@@ -19,26 +21,9 @@ from launchers.readiness import Probe
 from recall_eval.engines import ENGINES, EngineFacts
 from recall_eval.errors import BadInput
 from recall_eval.study_store import CellPlan
-from recall_eval.types import Engine, IndexKDtype, Profile
+from recall_eval.types import Engine, IndexKDtype, Profile, ServerFields
 
-# Fields every kind takes: naming, where it listens, what is added to its command and environment.
-COMMON_FIELDS = frozenset(
-    {
-        "name",
-        "engine",
-        "description",
-        "host",
-        "port",
-        "served_model_name",
-        "extra_args",
-        "env",
-        "ready_timeout_s",
-    }
-)
-# Launch settings of the DSA experiments, shared by the engines that launch a DSA model.
-DSA_FIELDS = frozenset(
-    {"model_path", "context_length", "mem_fraction_static", "index_topk", "index_k_dtype", "tp"}
-)
+COMMON_FIELDS = frozenset(ServerFields.model_fields)  # every kind takes them (naming, host, port, ...)
 
 # why a field belongs to one kind, said when another kind is given it
 FIELD_NOTES = {"fault": "a fault is planted in the reference engine only"}
@@ -48,7 +33,9 @@ class ServerKind:
     """One engine's behaviour. Subclasses set the class attributes and override what differs."""
 
     name: ClassVar[Engine]
-    fields: ClassVar[frozenset[str]] = frozenset()  # Profile fields it takes beyond COMMON_FIELDS
+    # its profile fields beyond COMMON_FIELDS, typed and with their defaults: one of Profile's bases in
+    # recall_eval/types.py (the core stores profiles, so their fields are declared there)
+    fields_model: ClassVar[type[BaseModel]]
     # index-key precisions it can launch; any other is refused with `precision_refusal`
     index_k_dtypes: ClassVar[tuple[IndexKDtype, ...]] = ("fp8",)
     precision_refusal: ClassVar[str] = ""  # why the others cannot be launched, and what to do instead
@@ -61,6 +48,11 @@ class ServerKind:
     @property
     def facts(self) -> EngineFacts:
         return ENGINES[self.name]
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The names of the profile fields it takes beyond COMMON_FIELDS."""
+        return frozenset(self.fields_model.model_fields)
 
     def check(self, profile: Profile, where: str) -> None:
         """Rules a field's type cannot express, checked when a profile is read: only its own fields set."""

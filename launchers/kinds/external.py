@@ -7,12 +7,12 @@ from typing import ClassVar
 from launchers.argv.spec import LaunchSpec
 from launchers.kinds.base import ServerKind
 from recall_eval.errors import BadInput
-from recall_eval.types import Engine, Profile
+from recall_eval.types import Engine, ExternalFields, Profile
 
 
 class ExternalKind(ServerKind):
     name: ClassVar[Engine] = "external"
-    fields = frozenset({"base_url", "replica_base_urls"})
+    fields_model = ExternalFields
     index_k_dtypes = ("fp8", "bf16", "fp4")  # not launched: the server's own, learned or unknown
 
     def check(self, profile: Profile, where: str) -> None:

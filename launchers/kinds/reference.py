@@ -8,16 +8,16 @@ from launchers.argv.reference import reference_spec, reference_worker_specs
 from launchers.argv.router import router_spec
 from launchers.argv.spec import LaunchSpec
 from launchers.cell_plan import plan_reference
-from launchers.kinds.base import DSA_FIELDS, ServerKind, check_parts
+from launchers.kinds.base import ServerKind, check_parts
 from launchers.reference.server_args import INDEX_K_DTYPES
 from recall_eval.errors import BadInput
 from recall_eval.study_store import CellPlan
-from recall_eval.types import Engine, Profile
+from recall_eval.types import Engine, Profile, ReferenceFields
 
 
 class ReferenceKind(ServerKind):
     name: ClassVar[Engine] = "reference"
-    fields = DSA_FIELDS | {"max_total_tokens", "memory_limit_gb", "enable_return_indexer_topk", "pd", "fault"}
+    fields_model = ReferenceFields
     # the precisions its index-key store implements (its server's --index-k-dtype choices)
     index_k_dtypes = INDEX_K_DTYPES
     precision_refusal = "its index-key store (launchers/reference) implements no other"

@@ -9,21 +9,14 @@ from launchers.argv.router import router_spec
 from launchers.argv.sglang import pd_server_specs, single_server_spec
 from launchers.argv.spec import LaunchSpec
 from launchers.cell_plan import plan_sglang
-from launchers.kinds.base import DSA_FIELDS, ServerKind, check_parts
+from launchers.kinds.base import ServerKind, check_parts
 from recall_eval.study_store import CellPlan
-from recall_eval.types import Engine, Profile
+from recall_eval.types import Engine, Profile, SglangFields
 
 
 class SglangKind(ServerKind):
     name: ClassVar[Engine] = "sglang"
-    fields = DSA_FIELDS | {
-        "max_total_tokens",
-        "page_size",
-        "dsa_prefill_backend",
-        "dsa_decode_backend",
-        "enable_return_indexer_topk",
-        "pd",
-    }
+    fields_model = SglangFields
     index_k_dtypes = ("fp8", "bf16", "fp4")  # bf16: the bundled patch; fp4: SGLang's own FP4 indexer
     topk_setting = "--json-model-override-args {index_topk: N}"
     length_endpoint = "server:/v1/tokenize"

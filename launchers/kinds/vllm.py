@@ -18,9 +18,9 @@ from typing import ClassVar
 
 from launchers.argv.spec import LaunchSpec
 from launchers.argv.vllm import DEFAULT_EXECUTABLE, VLLM_SERVER_MODULE, runs_python, vllm_spec
-from launchers.kinds.base import DSA_FIELDS, ServerKind
+from launchers.kinds.base import ServerKind
 from launchers.readiness import Probe
-from recall_eval.types import Engine, Profile
+from recall_eval.types import Engine, Profile, VllmFields
 
 PARSE_TIMEOUT_S = 300.0  # importing vLLM's CLI pulls in torch (tens of seconds on a busy CPU)
 INSTALL_HINT = "install vLLM in its own venv (python3 -m venv V && V/bin/pip install vllm) and set executable"
@@ -66,7 +66,7 @@ print("\\nVLLM-PARSE " + json.dumps(out))
 
 class VllmKind(ServerKind):
     name: ClassVar[Engine] = "vllm"
-    fields = DSA_FIELDS | {"dp", "executable", "kv_cache_dtype"}
+    fields_model = VllmFields
     index_k_dtypes = ("fp8",)
     precision_refusal = (
         "vLLM's DSA indexer stores index keys in fp8 and has no flag for another precision upstream; "

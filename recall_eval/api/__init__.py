@@ -6,7 +6,8 @@
     same = api.load_run(run.path)
     df = api.results_frame(run)                                          # one row per case (pandas)
 
-Functions: sweep, resume, compare, study (and load_study), load_run, runs, unreadable_runs, compares, render_report,
+Functions: sweep, resume, compare, study (and load_study), load_run, runs, unreadable_runs, compares,
+unreadable_compares, render_report,
 rescore; results_frame, runs_frame and
 export (results as data); recall_eval.api.servers for serve, plan and profiles. Options are typed
 (SweepOptions, CompareOptions, ResumeOptions, grouped into GridOptions, RequestOptions, TargetOptions);
@@ -46,6 +47,7 @@ _HOMES = {
     "load_run": "reading",
     "render_report": "reading",
     "runs": "reading",
+    "unreadable_compares": "reading",
     "unreadable_runs": "reading",
     "rescore": "rescoring",
     "CompareRecord": "records",
@@ -70,7 +72,15 @@ if TYPE_CHECKING:
         SweepOptions,
         TargetOptions,
     )
-    from recall_eval.api.reading import CompareEntry, compares, load_run, render_report, runs, unreadable_runs
+    from recall_eval.api.reading import (
+        CompareEntry,
+        compares,
+        load_run,
+        render_report,
+        runs,
+        unreadable_compares,
+        unreadable_runs,
+    )
     from recall_eval.api.records import CompareRecord, RunInterrupted, RunRecord, RunStopped, StudyRecord
     from recall_eval.api.rescoring import rescore
     from recall_eval.api.studying import load_study, study
@@ -120,5 +130,6 @@ __all__ = [
     "runs_frame",
     "study",
     "sweep",
+    "unreadable_compares",
     "unreadable_runs",
 ]

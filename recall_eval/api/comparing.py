@@ -91,6 +91,19 @@ def _same_spec(a: RunSpec, b: RunSpec) -> bool:
     return a.model_copy(update=ignored) == b.model_copy(update=ignored)
 
 
+def plan_compared(labels: Sequence[str], spec: RunSpec, options: CompareOptions) -> list[PlannedVariant]:
+    """plan_variants with a compare's target options (a compare and its cliff search plan alike)."""
+    return plan_variants(
+        list(labels),
+        spec,
+        options.base_urls,
+        options.model,
+        options.profile,
+        options.profiles_file,
+        budget_given=options.grid.max_tokens is not None,
+    )
+
+
 def _knobs_only(label: str) -> dict[str, Any]:
     """The request knobs of a label that is only knobs ("think=on", "effort=high"), else {}."""
     try:
@@ -389,15 +402,7 @@ def compare(
     gate = recall_gate(options.fail_under, spec.suites)
     planned = [
         PlannedVariant(p.label, p.spec, with_capture(p.profile, options.capture_indexer), scoring)
-        for p in plan_variants(
-            list(variants),
-            spec,
-            options.base_urls,
-            options.model,
-            options.profile,
-            options.profiles_file,
-            budget_given=options.grid.max_tokens is not None,
-        )
+        for p in plan_compared(variants, spec, options)
     ]
     reuse = not options.rerun
     if all_live(planned):

@@ -75,17 +75,27 @@ class CompareEntry:
 
 
 def compares(home: Path | str | None = None) -> list[CompareEntry]:
-    """Every compare directory under `home`, oldest first; one with a broken compare.json is skipped."""
-    root = _root(home)
+    """Every readable compare directory under `home`, oldest first (unreadable_compares lists the others)."""
+    return _scan_compares(_root(home))[0]
+
+
+def unreadable_compares(home: Path | str | None = None) -> list[UnreadableRun]:
+    """Compare directories under `home` whose compare.json cannot be read (torn, invalid, of a newer
+    format), each with the reason: listed, never skipped in silence."""
+    return _scan_compares(_root(home))[1]
+
+
+def _scan_compares(root: Path) -> tuple[list[CompareEntry], list[UnreadableRun]]:
     if not root.is_dir():
-        return []
-    entries = []
+        return [], []
+    entries, unreadable = [], []
     for child in sorted(root.iterdir()):
         if not (child / COMPARE_FILE).is_file():
             continue
         try:
             manifest = read_manifest(child)
-        except UserError:
+        except UserError as err:
+            unreadable.append(UnreadableRun(child, str(err)))
             continue
         html = child / COMPARE_HTML
         entries.append(
@@ -99,7 +109,7 @@ def compares(home: Path | str | None = None) -> list[CompareEntry]:
                 report=html if html.is_file() else None,
             )
         )
-    return sorted(entries, key=lambda entry: entry.created_at)
+    return sorted(entries, key=lambda entry: entry.created_at), unreadable
 
 
 def leftover_servers(run_dir: Path | str) -> list[Leftover]:

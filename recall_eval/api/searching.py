@@ -113,6 +113,7 @@ def run_search(
     stored = read_search(path)
     done = {(b.length, b.batch): b for b in stored.batches} if stored else {}
     manifest = SearchManifest(
+        **(stored.model_extra or {}) if stored else {},  # a newer writer's fields, kept
         search_id=path.name,
         label=spec.variant,
         low=search.low,
@@ -215,20 +216,12 @@ def find_cliffs(
 ) -> list[SearchRecord]:
     """compare with `--lengths search:MIN..MAX[:BUDGET]`: each variant's cliff on identical cases (the same
     spec and seed; each variant's server launched once, one after another, or each running one as it is)."""
-    from recall_eval.api.comparing import plan_variants
+    from recall_eval.api.comparing import plan_compared
 
     hooks = hooks or Hooks()
     search = parse_search(str(options.grid.lengths))
     grid = dataclasses.replace(options.grid, lengths=str(search.low))
     spec = build_spec(grid, options.request)
     check_lengths_of(spec)
-    planned = plan_variants(
-        list(variants),
-        spec,
-        options.base_urls,
-        options.model,
-        options.profile,
-        options.profiles_file,
-        budget_given=options.grid.max_tokens is not None,
-    )
+    planned = plan_compared(variants, spec, options)
     return [run_search(p.spec, p.profile, search, hooks, options.request) for p in planned]

@@ -184,14 +184,14 @@ def runs(
     ] = False,
 ) -> None:
     """List runs (id, status, variant, profile, index-K dtype, index_topk, suites, lengths, cases done,
-    recall, created) and compare directories (variants and their runs). A run that cannot be read (a
-    newer format, a damaged run.json) is listed with the reason, as is each results.jsonl line that
-    cannot be read (kept in the file, not counted)."""
+    recall, created) and compare directories (variants and their runs). A run or compare that cannot be
+    read (a newer format, a damaged run.json or compare.json) is listed with the reason, as is each
+    results.jsonl line that cannot be read (kept in the file, not counted)."""
     from recall_eval.api.reading import leftover_servers
 
     root = home if home is not None else runs_home()
     stored, compared = api.runs(root), api.compares(root)
-    unreadable = api.unreadable_runs(root)
+    unreadable, unreadable_compares = api.unreadable_runs(root), api.unreadable_compares(root)
     leftovers = {record.run_id: leftover_servers(record.path) for record in stored}
     if as_json:
         payload = {
@@ -205,11 +205,14 @@ def runs(
             ],
             "unreadable_runs": [{"path": str(item.path), "reason": item.reason} for item in unreadable],
             "compares": [compare_json(entry) for entry in compared],
+            "unreadable_compares": [
+                {"path": str(item.path), "reason": item.reason} for item in unreadable_compares
+            ],
         }
         print(json.dumps(payload, indent=2))
         return
     out = _console()
-    if not stored and not compared and not unreadable:
+    if not stored and not compared and not unreadable and not unreadable_compares:
         out.print(f"no runs in {root}", markup=False)
         return
     if stored:
@@ -229,6 +232,11 @@ def runs(
             for entry in compared
         ]
         out.print(_table(f"compares in {root}", ("id", "variants (baseline first)", "runs", "created"), rows))
+    for item in unreadable_compares:
+        out.print(
+            Text.assemble(("unreadable compare:", "yellow"), f" {item.path.name}: {item.reason}"),
+            soft_wrap=True,
+        )
 
 
 def _report_unreadable(out: Console, stored: list[api.RunRecord], unreadable: list[UnreadableRun]) -> None:

@@ -82,3 +82,31 @@ def test_runs_json_for_scripts(tmp_path: Path) -> None:
     assert compare["variants"][0]["run_dir"] == str(tmp_path / "r1-bf16")
     empty = run_cli("runs", "--home", str(tmp_path / "none"), "--json")
     assert json.loads(empty.stdout)["runs"] == [] and json.loads(empty.stdout)["compares"] == []
+
+
+def test_runs_lists_an_unreadable_compare_with_its_reason(tmp_path: Path) -> None:
+    """A torn compare.json and one of a newer format are listed by `runs` (table and --json) with the
+    reason, not skipped in silence; the readable compare is still listed."""
+    _stores(tmp_path)
+    torn, newer = tmp_path / "compare-torn-1", tmp_path / "compare-newer-2"
+    torn.mkdir()
+    (torn / COMPARE_FILE).write_text('{"compare_id": "compare-torn-1", "variants": [')
+    newer.mkdir()
+    (newer / COMPARE_FILE).write_text('{"format_version": 7, "compare_id": "compare-newer-2"}')
+    listed = run_cli("runs", "--home", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    text = " ".join(listed.stdout.split())
+    assert "compare-bf16-vs-remote-12345678" in text
+    assert (
+        f"unreadable compare: compare-torn-1: {torn / COMPARE_FILE} is not a valid compare file (not JSON"
+        in text
+    )
+    assert "unreadable compare: compare-newer-2:" in text and "upgrade recall-eval" in text
+    payload = json.loads(run_cli("runs", "--home", str(tmp_path), "--json").stdout)
+    reasons = {Path(item["path"]).name: item["reason"] for item in payload["unreadable_compares"]}
+    assert set(reasons) == {"compare-torn-1", "compare-newer-2"}
+    assert (
+        "compare file format 7 is newer than this recall-eval reads (1 and older)"
+        in reasons["compare-newer-2"]
+    )
+    assert [item["compare_id"] for item in payload["compares"]] == ["compare-bf16-vs-remote-12345678"]

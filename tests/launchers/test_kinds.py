@@ -13,6 +13,7 @@ import pytest
 
 from launchers.argv.vllm import VLLM_SERVER_MODULE
 from launchers.kinds import KINDS, build_command, kind_of
+from launchers.kinds.base import COMMON_FIELDS
 from launchers.kinds.vllm import interpreter_of, serve_args, vllm_refusals
 from launchers.profiles import apply_overrides, load_profiles
 from recall_eval.engines import ENGINES
@@ -59,6 +60,30 @@ def test_a_kind_refuses_fields_it_does_not_take():
         apply_overrides(profiles["dsv32"], {"kv_cache_dtype": "fp8"})
     with pytest.raises(BadInput, match="engine reference does not take executable"):
         apply_overrides(profiles["reference"], {"executable": "/usr/bin/python3"})
+
+
+def test_each_kind_declares_its_fields_once_in_a_typed_model(tmp_path):
+    """A kind's profile fields are its own typed model (a base of Profile): every Profile field is
+    declared by ServerFields or by some kind's model, with one type and default; a typo in a profile
+    file is answered with the fields its engine takes, not every engine's."""
+    declared = set(COMMON_FIELDS)
+    for kind in KINDS.values():
+        assert issubclass(Profile, kind.fields_model)
+        assert not kind.fields & COMMON_FIELDS
+        declared |= kind.fields
+        for name in kind.fields:  # the kind's model and the stored Profile agree on each field
+            assert kind.fields_model.model_fields[name].annotation == Profile.model_fields[name].annotation
+    assert declared == set(Profile.model_fields)
+    assert "page_size" in KINDS["sglang"].fields and "page_size" not in KINDS["vllm"].fields
+    assert "executable" in KINDS["vllm"].fields
+    assert KINDS["external"].fields == {"base_url", "replica_base_urls"}
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[profiles.v]\nengine = 'vllm'\nmodel_path = '/m'\nkv_cache_dtyp = 'fp8'\n")
+    with pytest.raises(BadInput, match=r"unknown field\(s\) kv_cache_dtyp; engine vllm takes: ") as info:
+        load_profiles(typo)
+    line = str(info.value)
+    assert "kv_cache_dtype" in line and "executable" in line
+    assert "page_size" not in line and "fault" not in line
 
 
 def test_vllm_refuses_index_key_precisions_it_has_no_flag_for():

@@ -11,9 +11,13 @@ from scipy.stats import norm
 
 from recall_eval.frame import frame_of
 from recall_eval.stats import (
+    PairedTest,
+    ScoredPairedTest,
     effective_length,
     mcnemar_exact,
     median_change_ci,
+    paired_test,
+    paired_tests_by,
     percentile,
     recall_table,
     wilson_interval,
@@ -159,3 +163,33 @@ def test_percentile_edges() -> None:
     assert percentile([1.0, 3.0], 50) == 2.0
     with pytest.raises(ValueError):
         percentile([1.0], 101)
+
+
+def test_paired_tests_by_splits_scopes_and_picks_each_scopes_test() -> None:
+    """The one scope split of compare, the baseline gate and a study: keys in the order given (one in
+    neither frame left out), lengths as Python ints, McNemar for pass/miss scopes, Wilcoxon for scored."""
+
+    def case(n: int, suite: str, length: int, outcome: Outcome, score: float | None = None) -> Result:
+        result = _result(outcome, n).model_copy(update={"suite": suite, "target_tokens": length})
+        if score is None:
+            return result
+        return result.model_copy(update={"score": score, "params": {"metric": "string_match_all"}})
+
+    a = [case(i, "needle", 1000 * (1 + i % 2), "pass") for i in range(6)]
+    b = [case(i, "needle", 1000 * (1 + i % 2), "miss" if i < 4 else "pass") for i in range(6)]
+    a += [case(10 + i, "ruler", 1000, "pass", 1.0) for i in range(3)]
+    b += [case(10 + i, "ruler", 1000, "miss", 0.5) for i in range(3)]
+    fa, fb = frame_of([(None, a)]), frame_of([(None, b)])
+    by_suite = paired_tests_by(fa, fb, "suite", ["ruler", "absent", "needle"])
+    assert list(by_suite) == ["ruler", "needle"]
+    assert isinstance(by_suite["needle"], PairedTest) and (
+        by_suite["needle"].lost,
+        by_suite["needle"].gained,
+    ) == (4, 0)
+    assert by_suite["needle"].p_value == mcnemar_exact(4, 0)
+    assert isinstance(by_suite["ruler"], ScoredPairedTest) and by_suite["ruler"].mean_diff == pytest.approx(
+        -0.5
+    )
+    by_length = paired_tests_by(fa, fb, "target_tokens", test=paired_test)
+    assert list(by_length) == [1000, 2000] and all(type(key) is int for key in by_length)
+    assert (by_length[1000].lost, by_length[2000].lost) == (2, 2)  # scored rows left to scored_paired_test
