@@ -31,4 +31,4 @@ def ray_status(
     for profile in resolved:
         build_command(profile)  # a profile its engine cannot launch: BadInput before joining
     with open_executor(address) as executor:
-        return cluster_status(getattr(executor, "ray"), resolved, node_gpus, place)
+        return cluster_status(executor.ray, resolved, node_gpus, place)
