@@ -22,13 +22,13 @@ def ray_status(
     """The cluster's nodes and free resources, and per profile how many nodes of what size its server
     takes and whether the cluster can hold it; place: also reserve each multi-node profile's placement
     for real and return every rank's node and argv (released afterwards; nothing starts)."""
-    from launchers.executors import open_executor
     from launchers.kinds import build_command
     from launchers.profiles import resolve_profile
+    from launchers.ray_cluster.session import import_ray, ray_session
     from launchers.ray_cluster.status import cluster_status
 
     resolved = [resolve_profile(name, {}, profiles_file) for name in (profiles or [DEFAULT_PROFILE])]
     for profile in resolved:
         build_command(profile)  # a profile its engine cannot launch: BadInput before joining
-    with open_executor(address) as executor:
-        return cluster_status(executor.ray, resolved, node_gpus, place)
+    with ray_session(address):
+        return cluster_status(import_ray(), resolved, node_gpus, place)
