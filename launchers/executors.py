@@ -24,6 +24,7 @@ Echo = Callable[[str], None]
 
 class Executor(Protocol):
     name: str
+    preflight_here: bool  # the preflight runs on this machine (else on the server's node, at launch)
 
     def launch(self, profile: Profile, log_dir: Path, *, echo: Echo, preflight: bool) -> Any:
         """Start the profile's server and return once ready: a ServerHandle that is also a context
@@ -37,6 +38,7 @@ class LocalExecutor:
     """Processes on this machine, in their own process groups (launchers.lifecycle)."""
 
     name = "local"
+    preflight_here = True
 
     def launch(self, profile: Profile, log_dir: Path, *, echo: Echo, preflight: bool) -> Any:
         from launchers.lifecycle import launch
@@ -52,6 +54,7 @@ class RayExecutor:
     """Ray actors (and STRICT_SPREAD placement groups for servers spanning nodes) on a joined cluster."""
 
     name = "ray"
+    preflight_here = False
 
     def __init__(self, ray: Any, address: str, node_gpus: int | None = None):
         self.ray = ray
@@ -68,7 +71,7 @@ class RayExecutor:
         missing = fits(ask, nodes)
         if missing is not None:  # Ray would queue it forever
             raise UserError(f"--ray {self.address}: {missing}; add nodes or lower tp")
-        server = RayServer(self.ray, profile, ask, log_dir, echo, preflight)
+        server = RayServer(self.ray, profile, ask, log_dir, echo, preflight=True)  # on the node
         server.start()
         return server
 

@@ -14,7 +14,9 @@ from typing import NoReturn
 import pytest
 
 SGLANG_VERSION = "0.5.23"
-REQUIRED_IN_CI = frozenset({"browser", "sglang", "vllm", "ray"})  # scripts/test.sh installs them; CI has no GPU
+REQUIRED_IN_CI = frozenset(
+    {"browser", "sglang", "vllm", "ray"}
+)  # scripts/test.sh installs them; CI has no GPU
 
 
 def in_ci() -> bool:

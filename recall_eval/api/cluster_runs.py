@@ -14,7 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from recall_eval.api.comparing import PlannedVariant, check_targets_first, obtain_run
 from recall_eval.api.hooks import Hooks, NoteLevel, QuietProgress, SweepProgress
+from recall_eval.api.options import CompareOptions
 from recall_eval.api.records import RunRecord
 from recall_eval.types import Profile
 
@@ -75,3 +77,19 @@ def run_at_once(labels: Sequence[str], hooks: Hooks, work: Callable[[str, Hooks]
     if errors:
         raise errors[min(errors)]
     return [results[index] for index in range(len(labels))]
+
+
+def obtain_cluster_runs(
+    planned: Sequence[PlannedVariant], hooks: Hooks, options: CompareOptions, reuse: bool
+) -> list[RunRecord]:
+    """Every variant's run with its server on the Ray cluster of options.cluster; all at once."""
+    from launchers.executors import open_executor
+
+    check_targets_first(planned, options.request, reuse, on_cluster=True)
+    by_label = {p.label: p for p in planned}
+    with open_executor(options.cluster.ray, options.cluster.ray_node_gpus) as executor:
+        return run_at_once(
+            list(by_label),
+            hooks,
+            lambda label, own: obtain_run(by_label[label], own, options.request, reuse, True, executor),
+        )

@@ -253,7 +253,8 @@ def obtain_run(
     if reused is not None:
         return reused
     if not checked:
-        check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
+        on_cluster = executor is not None and not executor.preflight_here
+        check_target(planned.profile, request or RequestOptions(), on_cluster)  # reachable, or preflight
     return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request, executor=executor)
 
 
@@ -309,23 +310,6 @@ def obtain_live_runs(
 
 def _same_run(a: PlannedVariant, b: PlannedVariant) -> bool:
     return _same_spec(a.spec, b.spec) and target_key(a.profile) == target_key(b.profile)
-
-
-def obtain_cluster_runs(
-    planned: Sequence[PlannedVariant], hooks: Hooks, options: CompareOptions, reuse: bool
-) -> list[RunRecord]:
-    """Every variant's run with its server on the Ray cluster of options.cluster; all at once."""
-    from launchers.executors import open_executor
-    from recall_eval.api.cluster_runs import run_at_once
-
-    check_targets_first(planned, options.request, reuse, on_cluster=True)
-    by_label = {p.label: p for p in planned}
-    with open_executor(options.cluster.ray, options.cluster.ray_node_gpus) as executor:
-        return run_at_once(
-            list(by_label),
-            hooks,
-            lambda label, own: obtain_run(by_label[label], own, options.request, reuse, True, executor),
-        )
 
 
 def all_live(planned: Sequence[PlannedVariant]) -> bool:
@@ -428,6 +412,8 @@ def compare(
     if all_live(planned):
         runs = obtain_live_runs(planned, hooks, options.request, reuse)
     elif options.cluster.ray:  # every server on the cluster, the variants at once (Ray places them)
+        from recall_eval.api.cluster_runs import obtain_cluster_runs
+
         runs = obtain_cluster_runs(planned, hooks, options, reuse)
     else:  # servers to launch: one at a time (each stopped before the next starts; memory)
         check_targets_first(planned, options.request, reuse)
