@@ -35,6 +35,8 @@ _HOMES = {
     "Hooks": "hooks",
     "SweepProgress": "hooks",
     "CiOptions": "options",
+    "ClusterOptions": "options",
+    "ray_status": "cluster",
     "CompareOptions": "options",
     "GridOptions": "options",
     "RequestOptions": "options",
@@ -57,11 +59,13 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
+    from recall_eval.api.cluster import ray_status
     from recall_eval.api.comparing import compare
     from recall_eval.api.data import export, results_frame, runs_frame
     from recall_eval.api.hooks import Hooks, SweepProgress
     from recall_eval.api.options import (
         CiOptions,
+        ClusterOptions,
         CompareOptions,
         GridOptions,
         RequestOptions,
@@ -92,6 +96,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CiOptions",
+    "ClusterOptions",
     "CompareEntry",
     "CompareOptions",
     "CompareRecord",
@@ -118,6 +123,7 @@ __all__ = [
     "resume",
     "runs",
     "runs_frame",
+    "ray_status",
     "study",
     "sweep",
     "unreadable_runs",
