@@ -31,6 +31,7 @@ class Placement(BaseModel):
     node_id: str  # Ray's node id
     node_ip: str
     gpu_ids: tuple[str, ...]  # the GPUs Ray gave it on that node
+    actor_pid: int | None = None  # the Ray worker process running its actor, on that node
     url: str | None = None  # the endpoint (rank 0)
     requested_at: float  # time.time() when the driver asked Ray for it
     ready_at: float | None = None  # when it answered as ready (None: never)

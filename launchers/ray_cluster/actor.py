@@ -28,17 +28,18 @@ from recall_eval.types import Profile
 class ServerActor:
     """Rank `rank` of a server spread over `nnodes` nodes (rank 0 of 1 for a one-node server)."""
 
-    def __init__(self, profile: dict[str, Any], nnodes: int = 1, rank: int = 0):
+    def __init__(self, profile: dict[str, Any], nnodes: int = 1, rank: int = 0, port: int = 0):
         import ray
 
         self.node_ip = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]
         parsed = Profile.model_validate(profile)
-        # several servers may share a node: each takes a free port there; a loopback host becomes the
-        # node's address when the node is another machine (the driver must reach it)
+        # several servers may share a node: each takes a free port there (`port` 0), or the port of its
+        # first start (a relaunch: the run's URL stays); a loopback host becomes the node's address
+        # when the node is another machine (the driver must reach it)
         host = parsed.host if is_loopback(parsed.host) and is_loopback(self.node_ip) else self.node_ip
-        port = parsed.port if parsed.pd else 0
+        port = parsed.port if parsed.pd else port
         self.profile = parsed.model_copy(update={"host": host, "port": port})
         self.nnodes, self.rank = nnodes, rank
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"recall-eval-ray-rank{rank}-"))

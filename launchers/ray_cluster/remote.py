@@ -9,6 +9,7 @@ error, classified here). placements.json records node, GPUs and times of every s
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,23 +24,34 @@ from recall_eval.types import Endpoint, Profile, ServerDeath
 
 Echo = Callable[[str], None]
 LOG_PULL_S = 1.0  # how often the driver copies the servers' logs
+NOTE_SERVED_S = 0.5  # "it answered" is passed on at most this often (one actor call each)
 CALL_TIMEOUT_S = 30.0  # an actor call that takes longer is treated as "no news" (not as a death)
+
+
+_BASE_LINE = "The actor died unexpectedly before finishing this task."
+_NODE_DIED = re.compile(r"\bnode (has )?died|\bnode (is|was) dead|\braylet (has )?died", re.IGNORECASE)
 
 
 def actor_loss(err: BaseException) -> ServerDeath:
     """Why Ray says an actor is gone: its node died or was preempted, OOM, or the actor itself died."""
-    text = str(err)
-    first = (text.strip().splitlines() or [type(err).__name__])[0][:200]
-    lowered = text.lower()
+    lines = [line.strip() for line in str(err).splitlines()]
+    # Ray's first line is always the same; the cause is in the lines after its tab-indented fields
+    told = (
+        [line for line in lines if line and line != _BASE_LINE and ":" not in line[:14]]
+        or lines
+        or [type(err).__name__]
+    )
+    said = " ".join(told)[:240]
+    lowered = str(err).lower()
     if getattr(err, "preempted", False) or "preempt" in lowered:
-        return ServerDeath(outcome="crash", reason=f"preempted: its Ray node was taken back ({first})")
+        return ServerDeath(outcome="crash", reason=f"preempted: its Ray node was taken back ({said})")
     if "memory" in lowered and (
-        "oom" in lowered or "memory monitor" in lowered or "out of memory" in lowered
+        "oom" in lowered or "memory monitor" in lowered or "low on memory" in lowered
     ):
-        return ServerDeath(outcome="oom", reason=f"killed by Ray's memory monitor ({first})")
-    if "node" in lowered and ("died" in lowered or "dead" in lowered):
-        return ServerDeath(outcome="crash", reason=f"node died: its Ray node is gone ({first})")
-    return ServerDeath(outcome="crash", reason=f"the Ray actor running the server was lost ({first})")
+        return ServerDeath(outcome="oom", reason=f"killed by Ray's memory monitor ({said})")
+    if _NODE_DIED.search(str(err)):
+        return ServerDeath(outcome="crash", reason=f"node died: its Ray node is gone ({said})")
+    return ServerDeath(outcome="crash", reason=f"the Ray actor running the server was lost ({said})")
 
 
 class RayServer:
@@ -68,6 +80,8 @@ class RayServer:
         self._lock = threading.Lock()  # one log copy at a time
         self._stop_pulling = threading.Event()
         self._puller: threading.Thread | None = None
+        self._served_told = 0.0
+        self._first: Placement | None = None  # rank 0 of the first start: where the run's URL points
 
     # ---- ServerHandle ---------------------------------------------------------------------------
 
@@ -83,8 +97,8 @@ class RayServer:
         for actor in self._actors:
             try:
                 found = self.ray.get(actor.poll_death.remote(), timeout=CALL_TIMEOUT_S)
-            except self.ray.exceptions.GetTimeoutError:
-                continue
+            except (self.ray.exceptions.GetTimeoutError, self.ray.exceptions.ActorUnavailableError):
+                continue  # no news (slow, or unreachable for a moment): not a death
             except self.ray.exceptions.RayActorError as err:
                 self._died(actor_loss(err))
                 return self._death
@@ -94,7 +108,9 @@ class RayServer:
         return None
 
     def note_served(self) -> None:
-        if self._actors:
+        now = time.monotonic()
+        if self._actors and now - self._served_told >= NOTE_SERVED_S:
+            self._served_told = now
             self._actors[0].note_served.remote()  # fire and forget: never waits on the cluster
 
     def relaunch(self) -> float:
@@ -128,9 +144,12 @@ class RayServer:
         self.echo(f"{label}: asking Ray for {self.ask.describe()} (queued while the cluster is busy)")
         self._group = reserve(ray, self.ask)
         remote_class = ray.remote(ServerActor)
+        # a relaunch keeps the run's URL: rank 0 on the same node, on the same port
+        first = self._first
+        port = int(first.url.rsplit(":", 1)[1]) if first is not None and first.url else 0
         self._actors = [
-            remote_class.options(**actor_options(self.ask, self._group, rank)).remote(
-                self.profile.model_dump(mode="json"), self.ask.nodes, rank
+            remote_class.options(**self._options(rank)).remote(
+                self.profile.model_dump(mode="json"), self.ask.nodes, rank, port if rank == 0 else 0
             )
             for rank in range(self.ask.nodes)
         ]
@@ -145,12 +164,18 @@ class RayServer:
                     node_id=where["node_id"],
                     node_ip=where["node_ip"],
                     gpu_ids=tuple(where["gpu_ids"]),
+                    actor_pid=where["pid"],
                     requested_at=requested,
                 )
                 for rank, where in enumerate(wheres)
             ]
             for placement in self._placements:
                 record_placement(self.log_dir, placement)
+            if first is not None and self._placements[0].node_id != first.node_id:
+                raise ServerStartError(
+                    f"{label}: the server's node {first.node_ip} is gone or full, and the run's URL cannot move "
+                    "to another node within a run; resume the run (a new start places the server anew)"
+                )
                 self.echo(
                     f"placed {placement.name} on node {placement.node_ip} ({placement.node_id[:12]}), GPUs {list(placement.gpu_ids)}"
                 )
@@ -159,7 +184,7 @@ class RayServer:
             answers = ray.get([actor.start.remote(dist, self.preflight) for actor in self._actors])
         except BaseException as err:
             self._stop_all()
-            if isinstance(err, self.ray.exceptions.RayActorError):
+            if isinstance(err, self.ray.exceptions.RayActorError) and not isinstance(err, ServerStartError):
                 raise ServerStartError(f"{label}: {actor_loss(err).reason}") from None
             raise
         failed = next((answer for answer in answers if "error" in answer), None)
@@ -167,12 +192,22 @@ class RayServer:
             self._stop_all()
             death = ServerDeath.model_validate(failed["death"]) if failed["death"] else None
             raise ServerStartError(failed["error"], death=death, tail=failed["tail"])
-        first = answers[0]
-        self.endpoint = Endpoint(base_url=first["url"], model=first["model"])
-        self.server_info = dict(first["server_info"])
-        self.api_key = first["api_key"] or self.api_key
-        self._update_placements(ready_at=time.time(), url=first["url"])
-        return float(first["time_to_ready_s"] or 0.0)
+        answer = answers[0]
+        self.endpoint = Endpoint(base_url=answer["url"], model=answer["model"])
+        self.server_info = dict(answer["server_info"])
+        self.api_key = answer["api_key"] or self.api_key
+        self._update_placements(ready_at=time.time(), url=answer["url"])
+        self._first = self._first or self._placements[0]
+        return float(answer["time_to_ready_s"] or 0.0)
+
+    def _options(self, rank: int) -> dict[str, Any]:
+        """Rank `rank`'s actor options; a relaunched one-node server is pinned to its first node."""
+        options = actor_options(self.ask, self._group, rank)
+        if self._first is not None and self._group is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self._first.node_id, soft=False)
+        return options
 
     def _update_placements(self, **changes: Any) -> None:
         updated = []

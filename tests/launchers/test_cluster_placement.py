@@ -83,10 +83,17 @@ def test_a_lost_actor_is_classified() -> None:
     node = actor_loss(NodeDied("The actor died because its node has died. Node Id: abc"))
     assert node.outcome == "crash" and node.reason.startswith("node died")
     assert actor_loss(Preempted("the node was drained")).reason.startswith("preempted")
-    oom = actor_loss(NodeDied("Task was killed due to the node running low on memory (memory monitor, OOM)"))
+    oom = actor_loss(NodeDied("Task was killed due to the node running low on memory."))
     assert oom.outcome == "oom"
-    other = actor_loss(NodeDied("The actor died unexpectedly before finishing this task."))
+    other = actor_loss(
+        NodeDied(
+            "The actor died unexpectedly before finishing this task.\n\tpid: 12\nThe actor is dead because its worker "
+            "process has died. Worker exit type: SYSTEM_ERROR. Some common causes include: (1) the process was "
+            "killed by the OOM killer due to high memory usage."
+        )
+    )
     assert other.outcome == "crash" and "Ray actor running the server was lost" in other.reason
+    assert "its worker process has died" in other.reason and "pid: 12" not in other.reason
 
 
 def placed(node: str, start: float, stop: float | None) -> Placements:
