@@ -171,13 +171,13 @@ class RayServer:
             ]
             for placement in self._placements:
                 record_placement(self.log_dir, placement)
+                self.echo(
+                    f"placed {placement.name} on node {placement.node_ip} ({placement.node_id[:12]}), GPUs {list(placement.gpu_ids)}"
+                )
             if first is not None and self._placements[0].node_id != first.node_id:
                 raise ServerStartError(
                     f"{label}: the server's node {first.node_ip} is gone or full, and the run's URL cannot move "
                     "to another node within a run; resume the run (a new start places the server anew)"
-                )
-                self.echo(
-                    f"placed {placement.name} on node {placement.node_ip} ({placement.node_id[:12]}), GPUs {list(placement.gpu_ids)}"
                 )
             self._start_pulling()
             dist = ray.get(self._actors[0].dist_init_addr.remote()) if self.ask.nodes > 1 else ""
