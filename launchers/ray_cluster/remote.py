@@ -45,9 +45,7 @@ def actor_loss(err: BaseException) -> ServerDeath:
     lowered = str(err).lower()
     if getattr(err, "preempted", False) or "preempt" in lowered:
         return ServerDeath(outcome="crash", reason=f"preempted: its Ray node was taken back ({said})")
-    if "memory" in lowered and (
-        "oom" in lowered or "memory monitor" in lowered or "low on memory" in lowered
-    ):
+    if "running low on memory" in lowered:  # Ray's memory monitor; not its list of "common causes"
         return ServerDeath(outcome="oom", reason=f"killed by Ray's memory monitor ({said})")
     if _NODE_DIED.search(str(err)):
         return ServerDeath(outcome="crash", reason=f"node died: its Ray node is gone ({said})")
@@ -141,6 +139,7 @@ class RayServer:
         ray = self.ray
         requested = time.time()
         self._death = None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.echo(f"{label}: asking Ray for {self.ask.describe()} (queued while the cluster is busy)")
         self._group = reserve(ray, self.ask)
         remote_class = ray.remote(ServerActor)
