@@ -156,6 +156,7 @@ def test_sigkill_of_the_driver_leaves_nothing_and_the_compare_resumes(
     while time.monotonic() - killed_at < 15 and alive(groups):
         time.sleep(0.5)
     assert not alive(groups), f"server processes outlived their driver by 15 s: {alive(groups)}"
+    print(f"servers gone {time.monotonic() - killed_at:.1f} s after the driver's SIGKILL")  # shown with -s
     assert alive_actors(ray_cluster.address) == 0
 
     listed = run_cli("runs", home=home)
