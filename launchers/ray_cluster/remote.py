@@ -91,6 +91,10 @@ class RayServer:
     def poll_death(self) -> ServerDeath | None:
         if self._death is not None:
             return self._death
+        if not self.ray.is_initialized():  # the harness left the cluster (Ctrl-C): Ray removed the servers
+            return ServerDeath(
+                outcome="crash", reason="the harness left the Ray cluster; its servers are gone"
+            )
         self._pull_logs()
         for actor in self._actors:
             try:
@@ -107,7 +111,7 @@ class RayServer:
 
     def note_served(self) -> None:
         now = time.monotonic()
-        if self._actors and now - self._served_told >= NOTE_SERVED_S:
+        if self._actors and now - self._served_told >= NOTE_SERVED_S and self.ray.is_initialized():
             self._served_told = now
             self._actors[0].note_served.remote()  # fire and forget: never waits on the cluster
 
@@ -230,11 +234,13 @@ class RayServer:
     def _pull_logs(self) -> None:
         """Append what each actor's logs gained since the last copy to the run directory's logs."""
         with self._lock:
+            if not self.ray.is_initialized():
+                return
             for actor, offsets in zip(self._actors, self._offsets, strict=True):
                 try:
                     chunks, echoes = self.ray.get(actor.log_since.remote(offsets), timeout=CALL_TIMEOUT_S)
-                except (self.ray.exceptions.RayError, self.ray.exceptions.GetTimeoutError):
-                    continue  # gone or slow: what it wrote before is already here
+                except Exception:  # gone, slow, or the session just ended: what it wrote before is here
+                    continue
                 for name, data in chunks.items():
                     with open(self.log_dir / name, "ab") as log:
                         log.write(data)
@@ -247,6 +253,10 @@ class RayServer:
         and the placement group. Idempotent."""
         actors, group = self._actors, self._group
         if not actors and group is None:
+            return
+        if not self.ray.is_initialized():  # the session ended: Ray removed the actors with the driver
+            self._stop_pulling.set()
+            self._actors, self._group = [], None
             return
         calls = [actor.stop.remote() for actor in actors]
         try:

@@ -21,7 +21,12 @@ from recall_eval.errors import BadInput, UserError
 LOCAL = "local"
 INSTALL_HINT = "install Ray with: pip install 'recall-eval[ray]'"
 # set before Ray starts anything in this process: no usage reports, loopback stays loopback
-QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+# (and no Ray call after the session ends may start a new local cluster: auto-connect off)
+QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_ENABLE_AUTO_CONNECT": "0",
+}
 
 
 @dataclass(frozen=True)

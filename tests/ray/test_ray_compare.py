@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -196,3 +197,26 @@ def test_every_socket_ray_opened_listens_on_loopback(ray_cluster: LoopbackCluste
         if conn.pid in pids and conn.raddr and conn.raddr.ip not in LOOPBACK
     ]
     assert not remote, remote
+
+
+def test_ctrl_c_of_the_driver_stops_every_server_and_leaves_the_runs_resumable(
+    ray_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    home = tmp_path / "runs"
+    more = ["--lengths", "338,700", "--depths", "25,50,75", "--trials", "2", "--max-tokens", "4"]
+    driver = start_cli("compare", "fp8", "bf16", *more, "--ray", ray_cluster.address, home=home)
+    deadline = time.monotonic() + 300
+    while not any(path.stat().st_size > 0 for path in home.glob("*/results.jsonl")):
+        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[0][-3000:]
+        time.sleep(0.2)
+    servers = listening(server_ports(home))
+    driver.send_signal(signal.SIGINT)
+    out, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 130, out[-3000:]
+    assert "Traceback" not in out  # a clean stop: no Ray call after the session ended
+    stopped_at = time.monotonic()
+    while time.monotonic() - stopped_at < 15 and alive(servers):
+        time.sleep(0.5)
+    assert not alive(servers) and alive_actors(ray_cluster.address) == 0
+    listed = run_cli("runs", home=home)
+    assert listed.stdout.count("interrupted") >= 2, listed.stdout
