@@ -213,7 +213,7 @@ def test_ctrl_c_of_the_driver_stops_every_server_and_leaves_the_runs_resumable(
     driver.send_signal(signal.SIGINT)
     out, _ = driver.communicate(timeout=120)
     assert driver.returncode == 130, out[-3000:]
-    assert "Traceback" not in out  # a clean stop: no Ray call after the session ended
+    assert "Traceback" not in out, out[-3000:]  # a clean stop: no Ray call after the session ended
     stopped_at = time.monotonic()
     while time.monotonic() - stopped_at < 15 and alive(servers):
         time.sleep(0.5)
