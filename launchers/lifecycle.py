@@ -226,7 +226,8 @@ class LaunchedServer:
         return seconds
 
     def _wait_processes_ready(self, started: float) -> None:
-        assert self.endpoint_spec is not None
+        if self.endpoint_spec is None:  # a non-zero rank of a multi-node server: rank 0 answers for it
+            return
         probe = kind_of(self.profile).probe(self.endpoint_spec.url, self._expected_model())
         try:
             wait_ready(
@@ -265,6 +266,8 @@ class LaunchedServer:
         return seconds
 
     def _after_ready(self) -> None:
+        if self.endpoint_spec is None and kind_of(self.profile).facts.launched:
+            return  # no HTTP endpoint of its own (a non-zero rank)
         self.server_info = fetch_server_info(self.endpoint.base_url, headers=self.auth_headers)
         ids = model_ids(self.server_info.get("models"))
         if ids and self.endpoint.model not in ids:

@@ -165,6 +165,16 @@ def _speed_clause(pair: PairFrame) -> str:
         return ""
     if pair.interleaved:
         return "interleaved runs, per-case median change: " + ", ".join(parts)
+    if pair.placement == "shared node":
+        return (
+            "runs at the same time with servers sharing a Ray node (each slowed the other): not a controlled "
+            f"speed comparison; per-case median difference: {', '.join(parts)}"
+        )
+    if pair.placement == "same time":
+        return (
+            "runs at the same time on different Ray nodes: not a controlled speed comparison; "
+            f"per-case median difference: {', '.join(parts)}"
+        )
     return (
         f"sequential runs, {minutes_text(pair.minutes_apart)} apart: not a controlled speed comparison; "
         f"per-case median difference: {', '.join(parts)}"

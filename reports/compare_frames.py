@@ -17,6 +17,7 @@ import pandas as pd
 
 from recall_eval.engines import launched
 from recall_eval.frame import frame_of, headline_frame
+from recall_eval.placement_store import lifetime, read_placements, shared_nodes
 from recall_eval.stats import (
     PairedTest,
     ScoredPairedTest,
@@ -270,6 +271,10 @@ class PairFrame:
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
     speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
+    # where the two runs' servers ran when placed on a cluster (placements.json): "shared node" (alive at
+    # the same time on one node: each slowed the other), "same time" (at once, on different nodes), or
+    # None (one after the other, or not placed on a cluster)
+    placement: str | None = None
 
     @property
     def minutes_apart(self) -> float | None:
@@ -283,6 +288,21 @@ def _split(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pass/miss suites' rows, scored suites' rows): a metric grades the scored ones."""
     scored = frame["metric"].notna()
     return frame[~scored], frame[scored]
+
+
+def placement_of(a_dir: Path, b_dir: Path) -> str | None:
+    """How two runs' servers on a cluster shared it (PairFrame.placement)."""
+    a, b = read_placements(a_dir), read_placements(b_dir)
+    if a is None or b is None:
+        return None
+    if shared_nodes([a, b]):
+        return "shared node"
+    span_a, span_b = lifetime(a), lifetime(b)
+    if span_a is None or span_b is None:
+        return None
+    inf = float("inf")
+    overlap = span_a[0] < (span_b[1] or inf) and span_b[0] < (span_a[1] or inf)
+    return "same time" if overlap else None
 
 
 def pair_frame(
@@ -309,6 +329,7 @@ def pair_frame(
         },
         speed_changes=speed_changes(a_run.frame, b_run.frame, interleaved),
         interleaved=interleaved,
+        placement=placement_of(a_run.run_dir, b_run.run_dir),
     )
 
 

@@ -179,6 +179,7 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "throughput_change_pct": pair.throughput_change,
             "interleaved": pair.interleaved,
             "minutes_apart": pair.minutes_apart,
+            "placement": pair.placement,  # on a cluster: "shared node", "same time", or None
             "speed_changes": {name: asdict(change) for name, change in pair.speed_changes.items()},
         }
         for pair in data.pairs

@@ -27,7 +27,7 @@ quiet_pip() {
 }
 
 # torch==2.13.0 is PyPI's CPU build; the package allows 2.14 too (what the [sglang] extra needs).
-quiet_pip -e '.[test]' torch==2.13.0
+quiet_pip -e '.[test,ray]' torch==2.13.0
 # junitparser (in the test extra too): the CI gate's tests read --junit files with it, as CI systems do
 quiet_pip junitparser==5.0.3
 # SGLang itself, without its CUDA stack: only its parser and torch references are imported in tests.

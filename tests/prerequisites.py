@@ -1,5 +1,5 @@
-"""What a test needs from the machine (CUDA, headless Chromium, sglang==0.5.23, vLLM in its venv) and what happens when it
-is missing: a skip with the reason, except under CI=true for what CI installs (Chromium, sglang, vLLM), where
+"""What a test needs from the machine (CUDA, headless Chromium, sglang==0.5.23, vLLM in its venv, Ray) and what happens when it
+is missing: a skip with the reason, except under CI=true for what CI installs (Chromium, sglang, vLLM, Ray), where
 it is a failure, so a broken install cannot pass as green."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import NoReturn
 import pytest
 
 SGLANG_VERSION = "0.5.23"
-REQUIRED_IN_CI = frozenset({"browser", "sglang", "vllm"})  # scripts/test.sh installs them; CI has no GPU
+REQUIRED_IN_CI = frozenset(
+    {"browser", "sglang", "vllm", "ray"}
+)  # scripts/test.sh installs them; CI has no GPU
 
 
 def in_ci() -> bool:
@@ -64,7 +66,18 @@ def vllm() -> str | None:
     return None
 
 
-CHECKS = {"gpu": cuda, "browser": chromium, "sglang": sglang, "vllm": vllm}
+RAY_VERSION = "2.60.0"
+
+
+def ray() -> str | None:
+    try:
+        found = importlib.metadata.version("ray")
+    except importlib.metadata.PackageNotFoundError:
+        return f"needs ray=={RAY_VERSION}: pip install -e '.[ray]' (scripts/test.sh)"
+    return None if found == RAY_VERSION else f"needs ray=={RAY_VERSION}, found {found}"
+
+
+CHECKS = {"gpu": cuda, "browser": chromium, "sglang": sglang, "vllm": vllm, "ray": ray}
 
 
 def verdict(name: str, reason: str) -> str:

@@ -6,6 +6,7 @@ built here with SGLang's prepare_server_args.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -171,3 +172,18 @@ def prefill_bootstrap(profile: Profile) -> list[tuple[str, int]]:
     return [
         (f"http://{host}:{part.port}", _bootstrap_port(part)) for part in profile.pd if part.role == "prefill"
     ]
+
+
+def rank_server_spec(profile: Profile, nnodes: int, node_rank: int, dist_init_addr: str) -> LaunchSpec:
+    """One node's process of a server spread over `nnodes` nodes (SGLang's multi-node form: the same
+    command on every node, told the node count, its rank and rank 0's address for torch.distributed).
+    Rank 0 serves HTTP; the other ranks only join the group, so they are no endpoint."""
+    spec = single_server_spec(profile)
+    flags = ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--dist-init-addr", dist_init_addr]
+    return dataclasses.replace(
+        spec,
+        name="main" if node_rank == 0 else f"rank{node_rank}",
+        role="main" if node_rank == 0 else "worker",
+        argv=(*spec.argv, *flags),
+        is_endpoint=node_rank == 0,
+    )

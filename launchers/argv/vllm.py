@@ -11,6 +11,7 @@ Tests parse the argv built here with vLLM's own parser (launchers/kinds/vllm.py)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -63,4 +64,31 @@ def vllm_spec(profile: Profile) -> LaunchSpec:
         host=profile.host,
         port=profile.port,
         is_endpoint=True,
+    )
+
+
+def rank_vllm_spec(profile: Profile, nnodes: int, node_rank: int, dist_init_addr: str) -> LaunchSpec:
+    """One node's process of a vLLM server spread over `nnodes` nodes (vLLM's multiprocessing form:
+    --nnodes, --node-rank, --master-addr/--master-port of rank 0; the other ranks run --headless, with
+    no API server)."""
+    spec = vllm_spec(profile)
+    host, _, port = dist_init_addr.rpartition(":")
+    flags = [
+        "--nnodes",
+        str(nnodes),
+        "--node-rank",
+        str(node_rank),
+        "--master-addr",
+        host,
+        "--master-port",
+        port,
+    ]
+    if node_rank > 0:
+        flags.append("--headless")
+    return dataclasses.replace(
+        spec,
+        name="main" if node_rank == 0 else f"rank{node_rank}",
+        role="main" if node_rank == 0 else "worker",
+        argv=(*spec.argv, *flags),
+        is_endpoint=node_rank == 0,
     )

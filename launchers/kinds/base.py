@@ -90,6 +90,21 @@ class ServerKind:
     def gpus_needed(self, profile: Profile) -> int:
         return 0
 
+    def cluster_gpus(self, profile: Profile) -> int:
+        """The GPUs a cluster executor reserves for one server of this profile (launchers/ray_cluster):
+        what the server uses, which is what gpus_needed checks on this machine."""
+        return self.gpus_needed(profile)
+
+    def rank_specs(
+        self, profile: Profile, nnodes: int, node_rank: int, dist_init_addr: str
+    ) -> list[LaunchSpec]:
+        """The process one node starts for a server spread over `nnodes` nodes (rank 0 answers HTTP).
+        Only engines with a multi-node form override this."""
+        raise BadInput(
+            f"profile {profile.name!r}: engine {self.name} has no multi-node form; give it at most the GPUs "
+            "of one node (tp)"
+        )
+
     def preflight(self, profile: Profile, specs: Sequence[LaunchSpec], full: bool) -> list[str]:
         """The engine's own checks (importable, parser accepts the argv ...), one line per failure.
         full: nothing else has failed, so slow checks (importing the engine) are worth running."""

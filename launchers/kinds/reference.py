@@ -37,6 +37,11 @@ class ReferenceKind(ServerKind):
     def plan_cell(self, profile: Profile, prompt_tokens: int, answer_tokens: int) -> CellPlan:
         return plan_reference(profile, prompt_tokens, answer_tokens)
 
+    def cluster_gpus(self, profile: Profile) -> int:
+        # it runs on CPU, but on a cluster it stands for a GPU server: it reserves tp logical GPUs, so
+        # placement and queueing are those of the engine it stands for
+        return profile.tp
+
     def build(self, profile: Profile) -> list[LaunchSpec]:
         if profile.pd:  # data-parallel reference workers behind sglang_router
             return [*reference_worker_specs(profile), router_spec(profile)]

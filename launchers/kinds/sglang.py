@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from launchers.argv.router import router_spec
-from launchers.argv.sglang import pd_server_specs, single_server_spec
+from launchers.argv.sglang import pd_server_specs, rank_server_spec, single_server_spec
 from launchers.argv.spec import LaunchSpec
 from launchers.cell_plan import plan_sglang
 from launchers.kinds.base import ServerKind, check_parts
@@ -41,3 +41,10 @@ class SglangKind(ServerKind):
             parts = [part for part in profile.pd if part.role != "router"]
             return max(part.base_gpu_id + (part.tp or profile.tp) for part in parts)
         return profile.tp
+
+    def rank_specs(
+        self, profile: Profile, nnodes: int, node_rank: int, dist_init_addr: str
+    ) -> list[LaunchSpec]:
+        if profile.pd:
+            return super().rank_specs(profile, nnodes, node_rank, dist_init_addr)
+        return [rank_server_spec(profile, nnodes, node_rank, dist_init_addr)]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from launchers.argv.spec import LaunchSpec
-from launchers.argv.vllm import DEFAULT_EXECUTABLE, VLLM_SERVER_MODULE, runs_python, vllm_spec
+from launchers.argv.vllm import DEFAULT_EXECUTABLE, VLLM_SERVER_MODULE, rank_vllm_spec, runs_python, vllm_spec
 from launchers.kinds.base import ServerKind
 from launchers.readiness import Probe
 from recall_eval.types import Engine, Profile, VllmFields
@@ -88,6 +88,14 @@ class VllmKind(ServerKind):
 
     def gpus_needed(self, profile: Profile) -> int:
         return 0  # vLLM checks its own devices (its CPU build serves without a GPU)
+
+    def cluster_gpus(self, profile: Profile) -> int:
+        return profile.tp * profile.dp  # on a cluster it reserves what it would use on GPUs
+
+    def rank_specs(
+        self, profile: Profile, nnodes: int, node_rank: int, dist_init_addr: str
+    ) -> list[LaunchSpec]:
+        return [rank_vllm_spec(profile, nnodes, node_rank, dist_init_addr)]
 
     def preflight(self, profile: Profile, specs: Sequence[LaunchSpec], full: bool) -> list[str]:
         (spec,) = specs

@@ -36,6 +36,8 @@ _HOMES = {
     "Hooks": "hooks",
     "SweepProgress": "hooks",
     "CiOptions": "options",
+    "ClusterOptions": "options",
+    "ray_status": "cluster",
     "CompareOptions": "options",
     "GridOptions": "options",
     "RequestOptions": "options",
@@ -59,11 +61,13 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
+    from recall_eval.api.cluster import ray_status
     from recall_eval.api.comparing import compare
     from recall_eval.api.data import export, results_frame, runs_frame
     from recall_eval.api.hooks import Hooks, SweepProgress
     from recall_eval.api.options import (
         CiOptions,
+        ClusterOptions,
         CompareOptions,
         GridOptions,
         RequestOptions,
@@ -102,6 +106,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CiOptions",
+    "ClusterOptions",
     "CompareEntry",
     "CompareOptions",
     "CompareRecord",
@@ -128,6 +133,7 @@ __all__ = [
     "resume",
     "runs",
     "runs_frame",
+    "ray_status",
     "study",
     "sweep",
     "unreadable_compares",

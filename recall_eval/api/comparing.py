@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recall_eval.api.execute import planned_cases
 from recall_eval.api.gating import gate_compare, recall_gate
@@ -62,6 +62,9 @@ from recall_eval.store import RunStore, list_runs, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, RequestSettings, Run, RunSpec
 from recall_eval.variants import VARIANT_SYNTAX, check_labels, parse_variant, parse_variants
+
+if TYPE_CHECKING:
+    from launchers.executors import Executor
 
 # Profile fields that do not change what a server answers: ignored when looking for a run to reuse.
 _IRRELEVANT_PROFILE_FIELDS = frozenset({"name", "port", "host", "ready_timeout_s"})
@@ -253,20 +256,26 @@ def obtain_run(
     request: RequestOptions | None = None,
     reuse: bool = True,
     checked: bool = False,
+    executor: Executor | None = None,
 ) -> RunRecord:
     """The variant's finished run: reused, resumed, or run from scratch (report rendered). checked: its
-    target already passed check_target (check_targets_first)."""
+    target already passed check_target (check_targets_first). executor: where its server is launched
+    (default this machine)."""
     matches = matching_runs(planned) if reuse else []
     reused = reused_run(planned, matches, hooks)
     if reused is not None:
         return reused
     if not checked:
-        check_target(planned.profile, request or RequestOptions())  # reachable, or passes the preflight
-    return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request)
+        on_cluster = executor is not None and not executor.preflight_here
+        check_target(planned.profile, request or RequestOptions(), on_cluster)  # reachable, or preflight
+    return execute(opened_store(planned, matches, hooks), planned.profile, hooks, request, executor=executor)
 
 
 def check_targets_first(
-    planned: Sequence[PlannedVariant], request: RequestOptions | None = None, reuse: bool = True
+    planned: Sequence[PlannedVariant],
+    request: RequestOptions | None = None,
+    reuse: bool = True,
+    on_cluster: bool = False,
 ) -> None:
     """Every variant that will run (not a finished run reused) is checked before the first one starts: a
     server to launch passes its preflight (its argv built: a setting its engine does not have is BadInput,
@@ -275,7 +284,7 @@ def check_targets_first(
         finished = reuse and any(store.run.status == "finished" for store in matching_runs(variant))
         if not finished:
             try:
-                check_target(variant.profile, request or RequestOptions())
+                check_target(variant.profile, request or RequestOptions(), on_cluster)
             except BadInput as err:  # the profile's engine has no such setting: exit 2, naming the variant
                 raise BadInput(f"variant {variant.label!r}: {err}") from None
 
@@ -407,6 +416,10 @@ def compare(
     reuse = not options.rerun
     if all_live(planned):
         runs = obtain_live_runs(planned, hooks, options.request, reuse)
+    elif options.cluster.ray:  # every server on the cluster, the variants at once (Ray places them)
+        from recall_eval.api.cluster_runs import obtain_cluster_runs
+
+        runs = obtain_cluster_runs(planned, hooks, options, reuse)
     else:  # servers to launch: one at a time (each stopped before the next starts; memory)
         check_targets_first(planned, options.request, reuse)
         runs = [obtain_run(p, hooks, options.request, reuse, checked=True) for p in planned]

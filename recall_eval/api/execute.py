@@ -4,6 +4,8 @@ prepared (probe, calibration, runner) in api.preparing, how a run's end is recor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks
 from recall_eval.api.options import RequestOptions
@@ -17,6 +19,9 @@ from recall_eval.store import RunStore
 from recall_eval.transport import ServerAuth
 from recall_eval.types import Profile
 
+if TYPE_CHECKING:
+    from launchers.executors import Executor
+
 __all__ = ["build_recipes", "planned_cases", "run_recorded", "run_sweep"]
 
 
@@ -26,8 +31,9 @@ def run_recorded(
     hooks: Hooks,
     request: RequestOptions | None = None,
     retry: frozenset[str] = frozenset(),
+    executor: Executor | None = None,
 ) -> None:
-    """Launch or reach the target, run the pending cases, and record how the run ended in run.json,
+    """Launch (on `executor`: this machine by default) or reach the target, run the pending cases, and record how the run ended in run.json,
     whatever happens. Raises RunInterrupted after Ctrl-C and RunStopped when the run ended early.
 
     The key and headers of `request` (see request_auth) go on every request; a launched profile that
@@ -42,7 +48,7 @@ def run_recorded(
             level="warning",
         )
     try:
-        with open_target(profile, store.path, hooks) as target:
+        with open_target(profile, store.path, hooks, executor=executor) as target:
             launched_key = getattr(target.handle, "api_key", None)
             if launched_key and not auth.api_key:
                 auth = ServerAuth(api_key=launched_key, headers=auth.headers, verify=auth.verify)

@@ -433,6 +433,25 @@ class CiOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClusterOptions:
+    """Where launched servers run: this machine, or a Ray cluster (launchers/executors.py)."""
+
+    ray: str | None = option(
+        "--ray",
+        "place each launched server on this Ray cluster (HOST:PORT of its head, or 'local' to start one "
+        "for the run) as an actor holding the profile's GPUs; variants run at once when the cluster has "
+        "room. Needs pip install 'recall-eval[ray]'",
+        metavar="ADDRESS",
+    )
+    ray_node_gpus: int | None = option(
+        "--ray-node-gpus",
+        "GPUs of one cluster node: a server needing more spans nodes (default: the largest node's count)",
+        cli=int,
+        minimum=1,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class SweepOptions:
     """Everything `sweep` takes. Build it whole, or pass flat keywords to `api.sweep(...)`."""
 
@@ -448,6 +467,7 @@ class SweepOptions:
     fail_under: str | RecallGate | None = _fail_under()  # the gate of RunRecord.verdict
     scoring: str | None = _scoring()
     ci: CiOptions = CiOptions()  # a CI gate: --baseline, --fail-fast, --junit, --metrics, step summary
+    cluster: ClusterOptions = ClusterOptions()
 
     @classmethod
     def of(cls, **fields: Any) -> SweepOptions:
@@ -491,6 +511,7 @@ class CompareOptions:
         default=False,
     )
     scoring: str | None = _scoring()
+    cluster: ClusterOptions = ClusterOptions()
 
     @classmethod
     def of(cls, **fields: Any) -> CompareOptions:
@@ -540,6 +561,7 @@ class StudyOptions:
     )
     fail_under: str | RecallGate | None = _fail_under()  # checked on every cell that ran
     scoring: str | None = _scoring()
+    cluster: ClusterOptions = ClusterOptions()
 
     @classmethod
     def of(cls, **fields: Any) -> StudyOptions:
@@ -573,7 +595,7 @@ class ResumeOptions:
         return updated(cls(), **fields)
 
 
-_GROUPS = ("grid", "request", "target", "ci")
+_GROUPS = ("grid", "request", "target", "ci", "cluster")
 
 
 def updated(options: _Options, **fields: Any) -> _Options:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recall_eval.api.options import DEFAULT_PROFILE, TargetOptions
+from recall_eval.api.options import DEFAULT_PROFILE, ClusterOptions, TargetOptions
 from recall_eval.errors import BadInput, UserError
 from recall_eval.store import runs_home
 from recall_eval.types import Profile
@@ -63,17 +63,24 @@ def serve(
     target: TargetOptions | None = None,
     log_dir: Path | None = None,
     echo: Callable[[str], Any] = print,
+    cluster: ClusterOptions | None = None,
 ) -> Iterator[Serving]:
     """Launch `profile` (with the target's overrides) and hold it while inside; every process is stopped
     on leaving, also on errors, Ctrl-C and SIGTERM. `echo` gets the server's output lines and, when the
-    start fails, the last log lines that explain it (then ServerStartError, a UserError, is raised)."""
+    start fails, the last log lines that explain it (then ServerStartError, a UserError, is raised).
+    cluster.ray: the server is placed on that Ray cluster (its logs still land in the log folder)."""
+    from launchers.executors import open_executor
     from launchers.lifecycle import ServerStartError, launch, sigterm_raises_exit
 
     resolved = resolve(profile, target)
     logs = log_dir or serve_log_dir(resolved.name)
-    with sigterm_raises_exit():
+    cluster = cluster or ClusterOptions()
+    with sigterm_raises_exit(), open_executor(cluster.ray, cluster.ray_node_gpus) as executor:
         try:
-            server = launch(resolved, logs, echo=echo)
+            if cluster.ray:
+                server = executor.launch(resolved, logs, echo=echo, preflight=True)
+            else:
+                server = launch(resolved, logs, echo=echo)
         except ServerStartError as err:
             for line in err.tail:
                 echo(f"  {line}")

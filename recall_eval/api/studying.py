@@ -21,7 +21,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recall_eval.api.comparing import PlannedVariant, obtain_run, plan_variants, target_key
 from recall_eval.api.gating import recall_gate
@@ -50,6 +50,9 @@ from recall_eval.study_store import (
     write_study_file,
 )
 from recall_eval.types import RunSpec
+
+if TYPE_CHECKING:
+    from launchers.executors import Executor
 
 # How the cells' speeds were measured, as study.json and the page state it.
 SEQUENTIAL = (
@@ -162,6 +165,16 @@ def _values_of(label: str, axes: Sequence[Axis]) -> list[str]:
 def _run_cells(
     study: _Study, planned: Sequence[PlannedVariant], options: StudyOptions, hooks: Hooks
 ) -> dict[str, RunRecord]:
+    from launchers.executors import open_executor
+
+    with open_executor(options.cluster.ray, options.cluster.ray_node_gpus) as executor:
+        return _run_cells_on(study, planned, options, hooks, executor)
+
+
+def _run_cells_on(
+    study: _Study, planned: Sequence[PlannedVariant], options: StudyOptions, hooks: Hooks, executor: Executor
+) -> dict[str, RunRecord]:
+    """Cell by cell, each cell's server launched by `executor` (this machine, or a Ray cluster)."""
     runs: dict[str, RunRecord] = {}
     reuse = not options.rerun
     for index, (cell, variant) in enumerate(zip(study.manifest.cells, planned, strict=True)):
@@ -171,7 +184,7 @@ def _run_cells(
         if cell.forced:
             hooks.note(f"{cell.label}: launched with --force; the plan predicted: {cell.plan.reason}")
         try:
-            record = obtain_run(variant, hooks, options.request, reuse)
+            record = obtain_run(variant, hooks, options.request, reuse, executor=executor)
         except RunInterrupted as stop:
             study.update(index, status="interrupted", run_dir=relative_run_dir(study.path, stop.run_dir))
             raise

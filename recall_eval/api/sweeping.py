@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import suites
 from recall_eval.api.baselines import check_baseline, parse_tolerance, with_baseline_defaults
@@ -49,6 +49,9 @@ from recall_eval.run_owner import owner_alive
 from recall_eval.store import RUN_FILE, RunStore, new_run_id, runs_home
 from recall_eval.thinking import THINKING_MAX_TOKENS, is_thinking_run
 from recall_eval.types import Profile, RequestSettings, Run, RunSpec, request_knobs
+
+if TYPE_CHECKING:
+    from launchers.executors import Executor
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -236,11 +239,18 @@ def check_lengths_of(spec: RunSpec) -> None:
     check_lengths_servable(spec.lengths, recipes)
 
 
-def check_target(profile: Profile, request: RequestOptions) -> None:
+def check_target(profile: Profile, request: RequestOptions, on_cluster: bool = False) -> None:
     """An external server must answer; a profile to launch must pass the preflight (engine importable
-    by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure."""
+    by the server's Python, GPUs, ports, model path: launchers/preflight.py), one line per failure.
+    on_cluster: it will run on a cluster's node, whose actor runs the preflight there; here only its
+    argv is built (a setting its engine does not have is BadInput)."""
     if not launched(profile):
         check_reachable(profile, request)
+        return
+    if on_cluster:
+        from launchers.kinds import build_command
+
+        build_command(profile)
         return
     from launchers.preflight import require_preflight
 
@@ -273,9 +283,11 @@ def execute(
     render: bool = True,
     retry: frozenset[str] = frozenset(),
     gate: RecallGate | None = None,
+    executor: Executor | None = None,
 ) -> RunRecord:
-    """Run a stored run's pending cases against `profile`, then render its report."""
-    run_recorded(store, profile, hooks, request, retry=retry)
+    """Run a stored run's pending cases against `profile` (launched on `executor`, default this
+    machine), then render its report."""
+    run_recorded(store, profile, hooks, request, retry=retry, executor=executor)
     return finished_record(store, hooks, render, gate)
 
 
@@ -323,7 +335,9 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
     check_lengths_of(spec)
     profile = with_capture(build_profile(options.target), options.capture_indexer)
     place = run_place(spec, options.out)
-    check_target(profile, options.request)  # before a run directory exists: nothing to resume
+    cluster = options.cluster
+    # before a run directory exists: nothing to resume
+    check_target(profile, options.request, on_cluster=bool(cluster.ray))
     store = _new_store(spec, profile, place, scoring)
     hooks.note(f"run {store.run.run_id} -> {store.path}")
     if (settings := settings_text(spec)) is not None:
@@ -333,7 +347,12 @@ def sweep(options: SweepOptions | None = None, /, *, hooks: Hooks | None = None,
 
     if baseline is not None or ci.fail_fast or wants_ci_files(ci):
         return gated_run(store, profile, hooks, options, gate, baseline, tolerance)
-    return execute(store, profile, hooks, options.request, render=options.render_report, gate=gate)
+    from launchers.executors import open_executor
+
+    with open_executor(cluster.ray if launched(profile) else None, cluster.ray_node_gpus) as executor:
+        return execute(
+            store, profile, hooks, options.request, render=options.render_report, gate=gate, executor=executor
+        )
 
 
 def resume_options(options: SweepOptions, again: ResumeOptions | None = None) -> ResumeOptions:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recall_eval import event_loop
 from recall_eval.api.hooks import Hooks
@@ -23,6 +23,9 @@ from recall_eval.server_url import server_root
 from recall_eval.transport import ServerAuth, tls_verify
 from recall_eval.types import Profile, ServerHandle
 
+if TYPE_CHECKING:
+    from launchers.executors import Executor
+
 
 @dataclass
 class Target:
@@ -36,22 +39,24 @@ class Target:
 
 
 @contextmanager
-def open_target(profile: Profile, log_dir: Path, hooks: Hooks, preflighted: bool = True) -> Iterator[Target]:
+def open_target(
+    profile: Profile, log_dir: Path, hooks: Hooks, preflighted: bool = True, executor: Executor | None = None
+) -> Iterator[Target]:
     """Launch the profile's server (stopped on exit, also on errors and Ctrl-C), or use an external one.
     preflighted: the caller ran the preflight (api.sweeping.check_target) before the run directory was
-    made; the launch does not run it again."""
+    made; the launch does not run it again. executor: where it runs (launchers.executors; default this
+    machine); a cluster's executor runs the preflight on the server's node."""
     if not launched(profile):
         assert profile.base_url is not None
         yield Target(base_url=server_root(profile.base_url), model=profile.served_model_name)
         return
-    from launchers.lifecycle import launch, sigterm_raises_exit
+    from launchers.executors import LocalExecutor
+    from launchers.lifecycle import sigterm_raises_exit
 
+    executor = executor or LocalExecutor()
     with sigterm_raises_exit():
         with hooks.launching(profile):
-            # the runner owns the relaunch retries; one attempt per relaunch here
-            server = launch(
-                profile, log_dir, echo=hooks.server_output, relaunch_attempts=1, preflight=not preflighted
-            )
+            server = executor.launch(profile, log_dir, echo=hooks.server_output, preflight=not preflighted)
         with server:  # the launcher has said, through hooks.server_output, that it is ready
             yield Target(
                 base_url=server.endpoint.base_url,

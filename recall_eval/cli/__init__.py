@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "export",
     "baseline",
     "config",
+    "cluster",
 )
 
 

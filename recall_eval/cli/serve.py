@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from recall_eval.api import servers
-from recall_eval.api.options import PROFILE_OVERRIDES, TargetOptions
+from recall_eval.api.options import PROFILE_OVERRIDES, ClusterOptions, TargetOptions
 from recall_eval.cli.app import app, console
 from recall_eval.cli.options import only, takes_options
 from recall_eval.errors import UserError
@@ -23,6 +23,7 @@ def serve(
         str, typer.Argument(metavar="PROFILE", help="Profile to launch (see `recall-eval profiles`).")
     ],
     target: Annotated[TargetOptions, only(*PROFILE_OVERRIDES, "profiles_file")],
+    cluster: ClusterOptions,
     log_dir: Annotated[
         Path | None,
         typer.Option("--log-dir", help="Where server-*.log go. (default: <runs>/serve/<profile>-<time>)"),
@@ -36,7 +37,7 @@ def serve(
         console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)  # log text is not markup
 
     try:
-        with servers.serve(profile, target, log_dir, echo=echo) as serving:
+        with servers.serve(profile, target, log_dir, echo=echo, cluster=cluster) as serving:
             server, logs = serving.server, serving.log_dir
             try:  # from here Ctrl-C stops cleanly; the endpoint line comes last (scripts wait for it)
                 console.print(f"logs in {logs}; Ctrl-C to stop", highlight=False, markup=False)

@@ -225,3 +225,20 @@ def test_vllm_log_lines_are_masked_by_its_kind(tmp_path):
     masked.wait()
     text = log_path.read_text()
     assert key not in text and MASK in text and "non-default args" in text
+
+
+@pytest.mark.vllm
+def test_vllm_multi_node_rank_argv_parsed_by_vllms_own_parser():
+    """The argv each node of a two-node vLLM server starts (--nnodes, --node-rank, --master-addr/-port,
+    --headless on rank 1: launchers/ray_cluster) is accepted by vLLM 0.32's own `serve` parser."""
+    from tests.prerequisites import vllm_executable
+
+    python = interpreter_of(vllm_executable())
+    assert python is not None
+    profile = apply_overrides(load_profiles()["dsv32-vllm"], {"executable": python, "tp": 16})
+    argvs = tuple(
+        serve_args(spec)
+        for rank in (0, 1)
+        for spec in KINDS["vllm"].rank_specs(profile, 2, rank, "10.0.0.1:29500")
+    )
+    assert vllm_refusals(python, argvs) == (None, None)

@@ -27,14 +27,21 @@ def test_flat_keywords_go_to_their_group_and_unknown_ones_are_refused() -> None:
 
 
 def test_every_option_is_declared_once_with_flag_help_and_default() -> None:
-    groups = (api.GridOptions, api.RequestOptions, api.TargetOptions, api.CiOptions)
+    groups = (api.GridOptions, api.RequestOptions, api.TargetOptions, api.CiOptions, api.ClusterOptions)
     for group in (*groups, api.SweepOptions, api.CompareOptions, api.ResumeOptions):
         for field in dataclasses.fields(group):
             found = declared(group, field.name)
             if found is None:  # a group, or resume's base_url/port/fail_under (sweep's flags, passed on)
-                assert field.name in ("grid", "request", "target", "ci", "base_url", "port", "fail_under"), (
-                    field.name
-                )
+                assert field.name in (
+                    "grid",
+                    "request",
+                    "target",
+                    "ci",
+                    "cluster",
+                    "base_url",
+                    "port",
+                    "fail_under",
+                ), field.name
                 continue
             assert found.name.startswith("--") and found.help, field.name
     flags = [declared(g, f.name).flag for g in groups for f in dataclasses.fields(g)]
