@@ -59,6 +59,7 @@ PLANTED = [
     ("recall_eval/cli/plan.py", "from launchers import planner", "only through recall_eval.api", "recall_eval.cli.plan -> launchers.planner"),
     ("launchers/lifecycle.py", "import launchers.reference.training.train", "training code is a leaf", "launchers.lifecycle -> launchers.reference.training.train"),
     ("reports/heatmap.py", "import httpx", "one HTTP layer", "reports.heatmap -> httpx"),
+    ("launchers/sglang/bf16_indexer.py", "from launchers.sglang_gpu_checks import kernel_checks", "patch ships alone", "launchers.sglang.bf16_indexer -> launchers.sglang_gpu_checks.kernel_checks"),
 ]  # fmt: skip
 
 

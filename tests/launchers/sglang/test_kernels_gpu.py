@@ -2,7 +2,7 @@
 
 bf16 logits must be within bf16 rounding of fp32 (relative error <= 1e-2) and pick the exact top-k
 (overlap >= 0.99 at index_topk 512 and 1024); fp8 is measured beside it and only held to being sane.
-Timing lives in launchers/sglang/validate_on_gpu.py and tests/benchmarks/bench_index_k_kernels.py.
+Timing lives in launchers/sglang_gpu_checks/validate_on_gpu.py and tests/benchmarks/bench_index_k_kernels.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import dataclasses
 import pytest
 import torch
 
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels._logits_core import default_config
+from launchers.sglang_gpu_checks import kernel_checks as kc
 
 pytestmark = [
     pytest.mark.gpu,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from launchers.sglang import kernel_bench as kb
-from launchers.sglang import validate_on_gpu
 from launchers.sglang.kernels import layout
+from launchers.sglang_gpu_checks import kernel_bench as kb
+from launchers.sglang_gpu_checks import validate_on_gpu
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

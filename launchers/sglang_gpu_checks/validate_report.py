@@ -24,7 +24,7 @@ def render(result: dict) -> str:
         f"# Index-K kernels on {result['device']}",
         "",
         f"Date {result['date']}; torch {result['torch']}, triton {result['triton']}, python {result['python']}.",
-        f"Produced by `python -m launchers.sglang.validate_on_gpu` in one run. Measured copy bandwidth "
+        f"Produced by `python -m launchers.sglang_gpu_checks.validate_on_gpu` in one run. Measured copy bandwidth "
         f"(device-to-device, read + write): **{result['copy_gbs']:.0f} GB/s**.",
         "",
         "## Correctness (fresh random inputs, NaN-poisoned outputs)",

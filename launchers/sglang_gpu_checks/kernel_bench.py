@@ -17,12 +17,12 @@ import torch
 import triton
 import triton.language as tl
 
-from launchers.sglang.kernel_checks import random_queries
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels._logits_core import LogitsConfig, _num_sms, pages_per_program
 from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE, IndexKDtype
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
+from launchers.sglang_gpu_checks.kernel_checks import random_queries
 
 HEADS = 64
 

@@ -1,8 +1,8 @@
 """Build, check and time the bf16 (and fp8) index-K kernels in one run; print a table; write KERNELS.md.
 
-    python -m launchers.sglang.validate_on_gpu --md launchers/sglang/KERNELS.md --json out.json
-    TRITON_INTERPRET=1 python -m launchers.sglang.validate_on_gpu --quick     # CPU dry run, tiny sizes
-    python -m launchers.sglang.validate_on_gpu --sglang --md integration.md   # inside SGLang 0.5.23 (sglang_validate.py)
+    python -m launchers.sglang_gpu_checks.validate_on_gpu --md launchers/sglang/KERNELS.md --json out.json
+    TRITON_INTERPRET=1 python -m launchers.sglang_gpu_checks.validate_on_gpu --quick     # CPU dry run, tiny sizes
+    python -m launchers.sglang_gpu_checks.validate_on_gpu --sglang --md integration.md   # inside SGLang 0.5.23 (sglang_validate.py)
 
 Sections: correctness on fresh random inputs with NaN-poisoned outputs (max relative error against fp64
 math on the fp32 keys, top-k overlap with the exact top-k at index_topk 512 and 1024); a launch-shape
@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 import triton
 
-from launchers.sglang import kernel_bench as kb
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels._logits_core import LogitsConfig
 from launchers.sglang.kernels.layout import IndexKDtype
-from launchers.sglang.validate_report import fmt_cfg, render, targets
+from launchers.sglang_gpu_checks import kernel_bench as kb
+from launchers.sglang_gpu_checks import kernel_checks as kc
+from launchers.sglang_gpu_checks.validate_report import fmt_cfg, render, targets
 
 KINDS: tuple[IndexKDtype, ...] = ("bf16", "fp8")
 FULL = {
@@ -301,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sglang_main(args: argparse.Namespace) -> int:
-    from launchers.sglang import sglang_validate
     from launchers.sglang.refusal import PatchRefused
+    from launchers.sglang_gpu_checks import sglang_validate
 
     try:
         result = sglang_validate.run(quick=args.quick, jit=args.jit)
