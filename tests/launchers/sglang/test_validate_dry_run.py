@@ -27,7 +27,9 @@ def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
     assert all(row[kind]["ms"] > 0 for row in result["decode"] for kind in ("bf16", "fp8"))
     assert [(r["keys"], r["batch"]) for r in result["short_calls"]] == sizes["short_call_points"]
     assert all(
-        r[k]["ms"] > 0 for r in result["short_calls"] for k in ("floor", "plain", "pdl", "chosen", "chosen_256mib")
+        r[k]["ms"] > 0
+        for r in result["short_calls"]
+        for k in ("floor", "plain", "pdl", "chosen", "chosen_256mib")
     )
     swept = len(validate_on_gpu.DECODE_CANDIDATES) + len(validate_on_gpu.RAGGED_CANDIDATES)
     assert len(result["sweep"]) == 2 * swept
