@@ -82,6 +82,10 @@ DECODE_CANDIDATES = [
 RAGGED_CANDIDATES = [
     dataclasses.replace(_BF16_PREFILL, keys_tma=False),
     dataclasses.replace(_BF16_PREFILL, keys_tma=True),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=True, num_stages=4),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=True, num_stages=2),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=True, num_warps=4, block_q=2),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=True, block_q=8),
     _FP8_PREFILL,
 ]
 
