@@ -282,10 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jit", action="store_true", help="with --sglang: build SGLang's JIT CUDA kernels (nvcc, tvm-ffi)"
     )
+    parser.add_argument(
+        "--from-json", type=Path, help="re-render a run's --json (no GPU) instead of measuring; with --md"
+    )
     args = parser.parse_args(argv)
     if args.sglang:
         return _sglang_main(args)
-    result = run(args.quick)
+    result = _from_json(args.from_json) if args.from_json else run(args.quick)
     text = render(result)
     print(text)
     if args.md:
@@ -298,6 +301,15 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(serial, indent=1))
     return 0 if all(ok for ok, _ in result["targets"]) else 1
+
+
+def _from_json(path: Path) -> dict:
+    """A run's result as `run` returned it, read back from its --json (configs become LogitsConfig again)."""
+    result = json.loads(path.read_text())
+    for key in ("decode_config", "ragged_config"):
+        result[key] = {kind: LogitsConfig(**cfg) for kind, cfg in result[key].items()}
+    result["targets"] = targets(result)
+    return result
 
 
 def _sglang_main(args: argparse.Namespace) -> int:

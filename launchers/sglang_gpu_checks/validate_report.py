@@ -149,7 +149,8 @@ def render(result: dict) -> str:
         if p["ms"]:
             tflops = prefill_flops(p["tokens"]) / p["ms"] / 1e9
             rate = f"{tflops:.0f}"
-            share = f"{100 * tflops / result['bf16_tflops']:.0f}%" if result.get("bf16_tflops") else "-"
+            if result.get("bf16_tflops") and "bf16" in p["path"]:  # fp8 runs on the 2x fp8 tensor cores
+                share = f"{100 * tflops / result['bf16_tflops']:.0f}%"
         out.append(
             f"| {p['path']} | {p['tokens']} | {ms} | {rate} | {share} | {peak} | "
             f"{p['logits_bytes'] / 2**30:.2f} GiB | {p['note']} |"

@@ -326,7 +326,15 @@ def launch(
     splits = triton.cdiv(max_pages, per_program)
     fp32_dot = interpreting()
     pdl = config.pdl and pdl_supported(q.device)
-    keys_tma = config.keys_tma and not is_fp8 and config.pages_per_iter == 1 and tma_supported(q.device)
+    # TMA keys only where they were seen right: with 8 query rows per program (512 product columns) the
+    # TMA path gave wrong logits on an H100 with Triton 3.6 (relative error 1.4, 2026-12-07 sweep)
+    keys_tma = (
+        config.keys_tma
+        and not is_fp8
+        and config.pages_per_iter == 1
+        and block_q * heads <= 256
+        and tma_supported(q.device)
+    )
     k_desc = None
     if keys_tma:
         k_desc = TensorDescriptor.from_tensor(

@@ -39,6 +39,18 @@ def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
     assert {text for _, text in result["targets"]} and all(c["all_written"] for c in result["logits_checks"])
 
 
+def test_a_saved_run_renders_again_without_a_gpu(tmp_path: Path) -> None:
+    """`--from-json` re-renders the committed H100 run (KERNELS.md's tables) from its numbers alone, and
+    its targets come out as they did on the device (the 80% decode target failed there)."""
+    saved = Path(validate_on_gpu.__file__).with_name("kernels_h100.json")
+    md = tmp_path / "KERNELS.md"
+    assert validate_on_gpu.main(["--from-json", str(saved), "--md", str(md)]) == 1
+    text = md.read_text()
+    assert "# Index-K kernels on NVIDIA H100 80GB HBM3" in text and "| 1048576 | 64 |" in text
+    assert "- FAIL: bf16 decode 128K keys x 1: 73.5% of copy bandwidth >= 80%" in text
+    assert "| triton bf16 | 22528 | 1.83 | 569 | 84% |" in text
+
+
 def test_read_floor_kernel_sums_each_key_of_the_pages_it_walks() -> None:
     pool = kb.random_pool("bf16", 6, DEVICE, seed=1)
     table = torch.tensor([[4, 1, 5]], dtype=torch.int32, device=DEVICE)
