@@ -16,7 +16,7 @@ Byte counts follow SGLang 0.5.23's own sizing rules:
 - DeepSeek-V3.2 (DSA): one latent slot per token and layer (bf16 576 dims = 1152 B, SGLang's default
   on Hopper) and an index key per token on every layer.
 For DeepSeek-V4 the KV slots equal what SGLang's configurator computes from the same budget
-(`python -m launchers.sglang.validate_on_gpu --sglang` checks it against the real configurator); the
+(`python -m launchers.sglang_gpu_checks.validate_on_gpu --sglang` checks it against the real configurator); the
 budget itself is GPU memory x mem-fraction - weights / tp, as SGLang profiles it on an otherwise empty GPU.
 Request-slot tables and CUDA-graph buffers (outside the fraction) are left out.
 """

@@ -60,6 +60,7 @@ PLANTED = [
     ("launchers/lifecycle.py", "import launchers.reference.training.train", "training code is a leaf", "launchers.lifecycle -> launchers.reference.training.train"),
     ("reports/heatmap.py", "import httpx", "one HTTP layer", "reports.heatmap -> httpx"),
     ("recall_eval/transport.py", "import httptools", "the one user of httptools", "recall_eval.transport -> httptools"),
+    ("launchers/sglang/bf16_indexer.py", "from launchers.sglang_gpu_checks import kernel_checks", "patch ships alone", "launchers.sglang.bf16_indexer -> launchers.sglang_gpu_checks.kernel_checks"),
 ]  # fmt: skip
 
 

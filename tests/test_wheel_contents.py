@@ -1,4 +1,5 @@
-"""What the wheel ships: the served reference weights, not the offline training code or its checkpoints."""
+"""What the wheel ships: the served reference weights and the SGLang runtime patch, not the offline training
+code, its checkpoints or the patch's GPU validation and benchmarks."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ def _tracked_copy(dest: Path) -> Path:
 
 @pytest.mark.slow
 def test_wheel_ships_weights_but_not_training(tmp_path: Path) -> None:
-    """Fails if launchers/reference/training (code, logs, stage checkpoints) gets into the wheel, or
-    if the shipped weights the engine serves (config, safetensors, tokenizer) fall out of it."""
+    """Fails if launchers/reference/training (code, logs, stage checkpoints) or the SGLang patch's GPU
+    checks (launchers/sglang_gpu_checks: validation, benchmarks, their H200 tables) get into the wheel, or
+    if the shipped weights the engine serves or the SGLang runtime patch fall out of it."""
     src = _tracked_copy(tmp_path / "src")
     out = tmp_path / "wheel"
     done = subprocess.run(
@@ -61,3 +63,12 @@ def test_wheel_ships_weights_but_not_training(tmp_path: Path) -> None:
         assert f"launchers/reference/weights/{shipped}" in names
     assert "launchers/reference/engine.py" in names and "launchers/dsa/indexer.py" in names
     assert not [n for n in names if n.endswith(".safetensors") and "/weights/" not in n]
+    assert not [n for n in names if n.startswith("launchers/sglang_gpu_checks")]
+    for runtime in (
+        "bf16_index_k.py",
+        "bf16_indexer.py",
+        "bf16_runtime.py",
+        "kernels/paged_logits.py",
+        "patch/sitecustomize.py",
+    ):
+        assert f"launchers/sglang/{runtime}" in names

@@ -27,8 +27,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launchers.sglang import kernel_bench as kb  # noqa: E402
 from launchers.sglang.kernels._logits_core import default_config  # noqa: E402
+from launchers.sglang_gpu_checks import kernel_bench as kb  # noqa: E402
 
 
 def parse_point(text: str) -> tuple[int, int]:

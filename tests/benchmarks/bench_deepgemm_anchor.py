@@ -34,9 +34,9 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launchers.sglang import deepgemm_anchor as da  # noqa: E402
-from launchers.sglang import kernel_bench as kb  # noqa: E402
 from launchers.sglang.kernels._logits_core import default_config  # noqa: E402
+from launchers.sglang_gpu_checks import deepgemm_anchor as da  # noqa: E402
+from launchers.sglang_gpu_checks import kernel_bench as kb  # noqa: E402
 
 PAGED_LENGTHS = [4096, 9000, 16384, 65536, 131072, 131072 - 37]
 RAGGED = (32768, 1024)  # context, query rows

@@ -7,7 +7,7 @@ replay so small calls read HBM, not L2) with time, achieved bandwidth against th
 bandwidth measured in the same run, and the bf16/fp8 time-per-key ratio; then the prefill kernel's time
 and peak memory. Targets: paged bf16 >= 60% of copy bandwidth from 128K keys up; bf16 within 2.2x of
 fp8 per key. The full validation (correctness, launch-shape sweep, gather comparison, KERNELS.md) is
-`python -m launchers.sglang.validate_on_gpu`.
+`python -m launchers.sglang_gpu_checks.validate_on_gpu`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launchers.sglang import kernel_bench as kb  # noqa: E402
 from launchers.sglang.kernels._logits_core import default_config  # noqa: E402
+from launchers.sglang_gpu_checks import kernel_bench as kb  # noqa: E402
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
     python tests/benchmarks/sglang_jit_probe.py
 
-`launchers.sglang.sglang_validate` stands in for two JIT kernels SGLang has no torch path for (the C4
+`launchers.sglang_gpu_checks.sglang_validate` stands in for two JIT kernels SGLang has no torch path for (the C4
 indexer's fused q kernel, and the compressor's fp8 fused store). This builds each with SGLang's own
 `load_jit` (nvcc + tvm-ffi), runs it on random inputs and compares it with its stand-in: q as fp8 values
 and folded weights, the store byte for byte. One line per kernel; exit 0 even where a build fails (it
@@ -20,7 +20,7 @@ import torch
 def probe_q(device: torch.device) -> str:
     from sglang.kernels.ops.attention.dsv4.norm_rope import fused_q_indexer_rope_hadamard_quant
 
-    from launchers.sglang.sglang_harness import fused_q_standin
+    from launchers.sglang_gpu_checks.sglang_harness import fused_q_standin
 
     gen = torch.Generator(device=device).manual_seed(1)
     rows, heads = 777, 64

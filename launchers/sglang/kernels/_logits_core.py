@@ -23,10 +23,13 @@ import triton
 import triton.language as tl
 
 from launchers.sglang.kernels._triton_utils import (
+    TensorDescriptor,
     gdc_launch_dependents,
     gdc_wait,
     interpreting,
     pdl_supported,
+    prefetch_l2,
+    tma_supported,
 )
 from launchers.sglang.kernels.layout import HEAD_DIM, as_page_rows, pool_kind
 
@@ -42,6 +45,7 @@ def index_logits_kernel(
     seq_lens_ptr,
     cu_q_ptr,
     out_ptr,
+    k_desc,  # TMA descriptor over the bf16 pool as [pages * PAGE_SIZE, D] rows (KEYS_TMA), else None
     page_table_stride,
     out_stride,
     pages_per_split,
@@ -59,7 +63,27 @@ def index_logits_kernel(
     NUM_STAGES: tl.constexpr,
     PDL: tl.constexpr,  # launched as a programmatic dependent launch (overlaps the previous kernel's tail)
     STREAM_KEYS: tl.constexpr,  # keys are read once: ask L2 to evict them first
+    PREFETCH_PAGES: tl.constexpr,  # decode: L2-prefetch this many of the program's pages before the wait
+    KEYS_TMA: tl.constexpr,  # bf16, one page per step: keys arrive by TMA bulk copies through k_desc
+    PAGE_BYTES: tl.constexpr,  # pool bytes per page
+    PF_LINES: tl.constexpr,  # 128-byte lines per page, rounded up to a power of two
 ):
+    if PREFETCH_PAGES > 0 and not RAGGED:
+        # Before the grid dependency wait (so while the previous kernel still runs): read this program's
+        # length and page numbers through the L2 only (.cg: no stale L1 copy survives the wait) and
+        # prefetch its first pages into the L2. Nothing is used before the wait; a page number or line
+        # that the previous kernel rewrites is reread after it (the L2 is coherent).
+        pf_req = tl.program_id(1)
+        pf_begin = tl.program_id(2) * pages_per_split
+        pf_len = tl.load(seq_lens_ptr + pf_req, cache_modifier=".cg")
+        pf_end = tl.minimum(tl.cdiv(pf_len, PAGE_SIZE), pf_begin + pages_per_split)
+        pf = tl.arange(0, PREFETCH_PAGES * PF_LINES)
+        pf_page = pf_begin + pf // PF_LINES
+        pf_line = pf % PF_LINES
+        pf_ok = (pf_page < pf_end) & (pf_line * 128 < PAGE_BYTES)
+        pf_table = page_table_ptr + pf_req.to(tl.int64) * page_table_stride + pf_page
+        pf_at = tl.load(pf_table, mask=pf_ok, other=0, cache_modifier=".cg").to(tl.int64)
+        prefetch_l2(pool_u8 + pf_at * PAGE_BYTES + pf_line * 128, pf_ok)
     if PDL:
         # the previous kernel (q, weights, the new key's store) must be done before the first read; the
         # next kernel may start its own launch now, since it too waits before reading what this writes
@@ -103,8 +127,11 @@ def index_logits_kernel(
         for it in tl.range(p_begin, p_end, PAGES_PER_ITER, num_stages=NUM_STAGES):
             p = it + kk // PAGE_SIZE
             p_ok = p < p_end
-            page = tl.load(page_table_row + p, mask=p_ok, other=0).to(tl.int64)
-            if KIND_FP8:
+            if KEYS_TMA:
+                # one page per step (p_ok holds: it < p_end); the copy engine fetches the whole page
+                k = k_desc.load([tl.load(page_table_row + it) * PAGE_SIZE, 0])
+            elif KIND_FP8:
+                page = tl.load(page_table_row + p, mask=p_ok, other=0).to(tl.int64)
                 page_bytes = PAGE_SIZE * (D + 4)
                 k = tl.load(
                     pool_u8 + (page * page_bytes + j * D)[:, None] + d[None, :],
@@ -117,6 +144,7 @@ def index_logits_kernel(
                     pool_f32 + page * (page_bytes // 4) + (PAGE_SIZE * D) // 4 + j, mask=p_ok, other=0.0
                 )
             else:
+                page = tl.load(page_table_row + p, mask=p_ok, other=0).to(tl.int64)
                 k = tl.load(
                     pool_bf16 + (page * (PAGE_SIZE * D) + j * D)[:, None] + d[None, :],
                     mask=p_ok[:, None],
@@ -169,6 +197,11 @@ class LogitsConfig:
     # programmatic dependent launch (Hopper+): the launch overlaps the previous kernel's tail
     pdl: bool = False
     stream_keys: bool = False  # evict-first hint on key loads
+    # decode: pages per program prefetched into the L2 before the grid dependency wait (0: none); with
+    # PDL that overlaps the first pages' DRAM latency with the previous kernel's tail
+    prefetch_pages: int = 0
+    # bf16 with one page per step: load keys by TMA (Hopper's bulk tensor copies) instead of per-thread loads
+    keys_tma: bool = False
     # decode calls large enough that `max_pages_per_program` binds (more pages in the call than
     # programs_per_sm x SMs x that cap) launch with this pipeline depth and cap instead, where set
     large_call_stages: int | None = None
@@ -187,6 +220,7 @@ class LogitsConfig:
             max_pages_per_program=self.large_call_max_pages or self.max_pages_per_program,
             large_call_stages=None,
             large_call_max_pages=None,
+            prefetch_pages=0,  # large calls stream for long: the first pages' latency does not show
         )
 
 
@@ -292,6 +326,20 @@ def launch(
     splits = triton.cdiv(max_pages, per_program)
     fp32_dot = interpreting()
     pdl = config.pdl and pdl_supported(q.device)
+    # TMA keys only where they were seen right: with 8 query rows per program (512 product columns) the
+    # TMA path gave wrong logits on an H100 with Triton 3.6 (relative error 1.4, 2026-12-07 sweep)
+    keys_tma = (
+        config.keys_tma
+        and not is_fp8
+        and config.pages_per_iter == 1
+        and block_q * heads <= 256
+        and tma_supported(q.device)
+    )
+    k_desc = None
+    if keys_tma:
+        k_desc = TensorDescriptor.from_tensor(
+            rows.view(torch.bfloat16).view(-1, HEAD_DIM), [page_size, HEAD_DIM]
+        )
     index_logits_kernel[(q_blocks, num_requests, splits)](
         q,
         weights,
@@ -302,6 +350,7 @@ def launch(
         seq_lens,
         cu_q.contiguous() if ragged else seq_lens,
         out,
+        k_desc,
         page_table.stride(0),
         out.stride(0),
         per_program,
@@ -319,6 +368,10 @@ def launch(
         NUM_STAGES=config.num_stages,
         PDL=pdl,
         STREAM_KEYS=config.stream_keys,
+        PREFETCH_PAGES=0 if ragged or interpreting() else config.prefetch_pages,
+        KEYS_TMA=keys_tma,
+        PAGE_BYTES=rows.shape[1],
+        PF_LINES=triton.next_power_of_2(triton.cdiv(rows.shape[1], 128)),
         num_warps=config.num_warps,
         **({"launch_pdl": True} if pdl else {}),
     )

@@ -34,6 +34,27 @@ else:
     _HAS_GDC = True
 
 
+@triton.jit
+def prefetch_l2(ptrs, mask):
+    """Ask the L2 to fetch the 128-byte lines at `ptrs` (where `mask`), without waiting or writing
+    registers. Safe before a grid dependency wait: the L2 is where the GPU's global memory is coherent,
+    so a line the previous kernel writes afterwards is updated there, never read stale."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r",
+        [ptrs, mask.to(tl.int32)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+try:  # host-side TMA descriptors, Triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton: kernels are never built with KEYS_TMA=True then
+    TensorDescriptor = None
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -46,6 +67,13 @@ def _hopper_or_newer(device_index: int) -> bool:
 def pdl_supported(device: torch.device) -> bool:
     """Programmatic dependent launch needs a Hopper+ GPU and a Triton that knows it; never interpreted."""
     if device.type != "cuda" or interpreting() or not _HAS_GDC:
+        return False
+    return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def tma_supported(device: torch.device) -> bool:
+    """TMA key loads need a Hopper+ GPU and a Triton with host-side tensor descriptors."""
+    if device.type != "cuda" or interpreting() or TensorDescriptor is None:
         return False
     return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from launchers.sglang import deepgemm_anchor as da
-from launchers.sglang import kernel_bench as kb
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
 from launchers.sglang.kernels._logits_core import default_config
 from launchers.sglang.kernels.store import store_index_k
+from launchers.sglang_gpu_checks import deepgemm_anchor as da
+from launchers.sglang_gpu_checks import kernel_bench as kb
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -102,7 +102,7 @@ def test_streaming_fit_splits_a_per_call_cost_from_the_stream_rate() -> None:
 def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang/anchor_h200.json")],
+         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200.json")],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -115,7 +115,7 @@ def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
 def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang/anchor_h200_sweep.json")],
+         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200_sweep.json")],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -126,7 +126,7 @@ def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
 def test_benchmark_re_renders_the_committed_h200_rule_run_without_a_gpu() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang/anchor_h200_rule.json")],
+         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200_rule.json")],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -145,7 +145,7 @@ def test_fixed_shape_launches_alike_at_every_call_size() -> None:
 
 
 def test_benchmark_renders_a_split_sweep(tmp_path: Path) -> None:
-    result = json.loads((REPO / "launchers/sglang/anchor_h200.json").read_text())
+    result = json.loads((REPO / "launchers/sglang_gpu_checks/anchor_h200.json").read_text())
     result["bf16_decode_config"] = dataclasses.asdict(default_config("bf16", ragged=False))
     result["split_sweep"] = {
         "points": [[524288, 64]],

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from launchers.sglang import deepgemm_anchor as da
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.reference import slots_of
 from launchers.sglang.kernels.store import store_index_k
+from launchers.sglang_gpu_checks import deepgemm_anchor as da
+from launchers.sglang_gpu_checks import kernel_checks as kc
 
 pytestmark = [
     pytest.mark.gpu,

@@ -11,13 +11,13 @@ import dataclasses
 import pytest
 import torch
 
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import _logits_core, layout
 from launchers.sglang.kernels import reference as ref
 from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, pages_per_program
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 from launchers.sglang.kernels.store import store_index_k
+from launchers.sglang_gpu_checks import kernel_checks as kc
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 KINDS = ("bf16", "fp8")

@@ -2,7 +2,7 @@
 
 bf16 logits must be within bf16 rounding of fp32 (relative error <= 1e-2) and pick the exact top-k
 (overlap >= 0.99 at index_topk 512 and 1024); fp8 is measured beside it and only held to being sane.
-Timing lives in launchers/sglang/validate_on_gpu.py and tests/benchmarks/bench_index_k_kernels.py.
+Timing lives in launchers/sglang_gpu_checks/validate_on_gpu.py and tests/benchmarks/bench_index_k_kernels.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import dataclasses
 import pytest
 import torch
 
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels._logits_core import default_config
+from launchers.sglang_gpu_checks import kernel_checks as kc
 
 pytestmark = [
     pytest.mark.gpu,
@@ -47,6 +47,30 @@ def test_decode_launch_options_keep_the_numbers(kind: str, pdl: bool, evict_firs
     assert check.all_written
     assert check.rel_err_vs_stored <= (1e-4 if kind == "bf16" else 1e-2)
     assert min(check.topk_overlap.values()) >= (0.99 if kind == "bf16" else 0.8)
+
+
+@pytest.mark.parametrize("prefetch, tma", [(4, False), (2, True), (8, False)])
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_prefetch_and_tma_keep_the_decode_numbers(kind: str, prefetch: int, tma: bool) -> None:
+    """The L2 prefetch before the grid dependency wait (pages past a request's end masked off) and TMA key
+    loads (bf16; fp8 ignores the flag) must not change a logit; lengths end mid-page and split unevenly."""
+    config = dataclasses.replace(default_config(kind, ragged=False), prefetch_pages=prefetch, keys_tma=tma)
+    check = kc.check_paged(kind, LENGTHS, 64, (512,), 108, CUDA, config)
+    assert check.all_written
+    assert check.rel_err_vs_stored <= (1e-4 if kind == "bf16" else 1e-2)
+    assert min(check.topk_overlap.values()) >= (0.99 if kind == "bf16" else 0.8)
+
+
+@pytest.mark.parametrize("block_q, warps", [(4, 8), (2, 4)])
+def test_tma_prefill_keeps_the_numbers(block_q: int, warps: int) -> None:
+    """TMA key loads in the ragged prefill kernel: every causal row's logits as the per-thread loads give."""
+    config = dataclasses.replace(
+        default_config("bf16", ragged=True), keys_tma=True, block_q=block_q, num_warps=warps
+    )
+    check = kc.check_ragged("bf16", 16384, 256, 64, (512,), 109, CUDA, config)
+    assert check.all_written
+    assert check.rel_err_vs_stored <= 1e-4
+    assert min(check.topk_overlap.values()) >= 0.99
 
 
 @pytest.mark.parametrize("path", ["paged", "ragged"])

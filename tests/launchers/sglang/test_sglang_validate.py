@@ -2,7 +2,7 @@
 C4 indexer with the patch, at tiny sizes (kernels in Triton's interpreter, no peak memory without CUDA).
 
 What needs CUDA (the allocation against the budget, the prefill's peak memory, full sizes) runs in
-test_sglang_validate_gpu.py and `python -m launchers.sglang.validate_on_gpu --sglang` (INTEGRATION.md).
+test_sglang_validate_gpu.py and `python -m launchers.sglang_gpu_checks.validate_on_gpu --sglang` (INTEGRATION.md).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 
 from launchers import planner
 from launchers.profiles import load_profiles
-from launchers.sglang import sglang_harness as harness
-from launchers.sglang import sglang_validate
 from launchers.sglang.kernels import reference as ref
+from launchers.sglang_gpu_checks import sglang_harness as harness
+from launchers.sglang_gpu_checks import sglang_validate
 
 pytestmark = pytest.mark.sglang
 
@@ -136,7 +136,7 @@ def test_sgl_kernel_placeholder_imports_but_refuses_every_call() -> None:
 def test_another_sglang_version_is_refused_in_one_line(sglang_available, monkeypatch, capsys) -> None:
     import sglang
 
-    from launchers.sglang.validate_on_gpu import main
+    from launchers.sglang_gpu_checks.validate_on_gpu import main
 
     monkeypatch.setattr(sglang, "__version__", "0.5.24")
     assert main(["--sglang", "--quick"]) == 2

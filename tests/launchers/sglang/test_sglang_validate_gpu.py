@@ -1,7 +1,7 @@
 """The bf16 index-K patch inside SGLang 0.5.23's own DeepSeek-V4 code, on a real GPU (`--sglang` mode).
 
 Quick sizes (a few hundred keys, top-32) so that it runs in seconds; the full-size run with its table is
-`python -m launchers.sglang.validate_on_gpu --sglang` (INTEGRATION.md). Every check of the run must pass:
+`python -m launchers.sglang_gpu_checks.validate_on_gpu --sglang` (INTEGRATION.md). Every check of the run must pass:
 planner == SGLang's configurator, pool bytes per token, bf16 selections vs the fp32 top-k, and the peak
 memory of the prefill's logits within the planner's figure, the index pool's allocation within SGLang's padding
 of the configurator's index budget.
@@ -20,7 +20,7 @@ pytestmark = [
 
 
 def test_patch_inside_sglang_passes_every_check_on_the_gpu(sglang_available) -> None:
-    from launchers.sglang import sglang_validate
+    from launchers.sglang_gpu_checks import sglang_validate
 
     result = sglang_validate.run(quick=True, device=torch.device("cuda"))
     failed = [c for c in result.checks if c.ok is False]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from launchers.sglang import kernel_bench as kb
-from launchers.sglang import validate_on_gpu
 from launchers.sglang.kernels import layout
+from launchers.sglang_gpu_checks import kernel_bench as kb
+from launchers.sglang_gpu_checks import validate_on_gpu
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -27,7 +27,9 @@ def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
     assert all(row[kind]["ms"] > 0 for row in result["decode"] for kind in ("bf16", "fp8"))
     assert [(r["keys"], r["batch"]) for r in result["short_calls"]] == sizes["short_call_points"]
     assert all(
-        r[k]["ms"] > 0 for r in result["short_calls"] for k in ("floor", "plain", "pdl", "chosen_256mib")
+        r[k]["ms"] > 0
+        for r in result["short_calls"]
+        for k in ("floor", "plain", "pdl", "chosen", "chosen_256mib")
     )
     swept = len(validate_on_gpu.DECODE_CANDIDATES) + len(validate_on_gpu.RAGGED_CANDIDATES)
     assert len(result["sweep"]) == 2 * swept
@@ -35,6 +37,18 @@ def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
         c.pdl for c in validate_on_gpu.DECODE_CANDIDATES
     )
     assert {text for _, text in result["targets"]} and all(c["all_written"] for c in result["logits_checks"])
+
+
+def test_a_saved_run_renders_again_without_a_gpu(tmp_path: Path) -> None:
+    """`--from-json` re-renders the committed H100 run (KERNELS.md's tables) from its numbers alone, and
+    its targets come out as they did on the device (the 80% decode target failed there)."""
+    saved = Path(validate_on_gpu.__file__).with_name("kernels_h100.json")
+    md = tmp_path / "KERNELS.md"
+    assert validate_on_gpu.main(["--from-json", str(saved), "--md", str(md)]) == 1
+    text = md.read_text()
+    assert "# Index-K kernels on NVIDIA H100 80GB HBM3" in text and "| 1048576 | 64 |" in text
+    assert "- FAIL: bf16 decode 128K keys x 1: 73.5% of copy bandwidth >= 80%" in text
+    assert "| triton bf16 | 22528 | 1.83 | 569 | 84% |" in text
 
 
 def test_read_floor_kernel_sums_each_key_of_the_pages_it_walks() -> None:

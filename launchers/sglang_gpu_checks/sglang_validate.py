@@ -1,6 +1,6 @@
 """The bf16 index-K patch run inside SGLang 0.5.23's own DeepSeek-V4 code, fp8 beside it; one table.
 
-    python -m launchers.sglang.validate_on_gpu --sglang [--md out.md] [--json out.json] [--jit]
+    python -m launchers.sglang_gpu_checks.validate_on_gpu --sglang [--md out.md] [--json out.json] [--jit]
 
 For each index-K precision (fp8 as SGLang ships, bf16 with the patch applied to SGLang's modules):
 1. planner vs configurator: `launchers.planner` KV slots against SGLang's `DSV4PoolConfigurator` for
@@ -39,9 +39,9 @@ from launchers.planner import (
     make_plan,
     max_running_requests_arg,
 )
-from launchers.sglang import sglang_harness as harness
 from launchers.sglang.kernels.layout import INDEX_PAGE_SIZE, bytes_per_token
 from launchers.sglang.kernels.store import norm_rope_hadamard_store
+from launchers.sglang_gpu_checks import sglang_harness as harness
 from recall_eval.types import Profile
 
 INDEXER = "sglang.srt.layers.attention.dsv4.indexer"

@@ -17,12 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
-from launchers.sglang.kernel_checks import random_queries
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels._logits_core import LogitsConfig, _num_sms, pages_per_program
+from launchers.sglang.kernels._triton_utils import gdc_launch_dependents, gdc_wait, pdl_supported
 from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE, IndexKDtype
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
+from launchers.sglang_gpu_checks.kernel_checks import random_queries
 
 HEADS = 64
 
@@ -190,6 +191,51 @@ def time_read_floor(
     ms = _ms_per_call(call, tables.shape[0], device)
     moved = batch * keys * (layout.bytes_per_token("bf16") + 4)
     return DecodeTiming("bf16", keys, batch, ms, moved / ms / 1e6)
+
+
+@triton.jit
+def empty_kernel(PDL: tl.constexpr):
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+def launch_overhead_us(programs: int, pdl: bool, device: torch.device, calls: int = 64) -> float:
+    """us per call of an empty kernel of `programs` programs, timed as decode is (CUDA-graph replays of
+    `calls` calls): what a call costs before it reads a byte. 0 on a CPU."""
+    if device.type != "cuda":
+        return 0.0
+    pdl = pdl and pdl_supported(device)
+    extra = {"launch_pdl": True} if pdl else {}
+    empty_kernel[(1, 1, programs)](PDL=pdl, **extra)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            empty_kernel[(1, 1, programs)](PDL=pdl, **extra)
+    return median_ms(graph.replay, device) / calls * 1e3
+
+
+def decode_programs(keys: int, batch: int, config: LogitsConfig, device: torch.device) -> int:
+    """Programs in the grid of a bf16 decode call (what `_logits_core.launch` launches)."""
+    pages = keys // INDEX_PAGE_SIZE
+    config = config.for_decode_call(pages * batch, _num_sms(device))
+    return batch * triton.cdiv(pages, pages_per_program(pages, batch, False, config, device))
+
+
+def bf16_matmul_tflops(device: torch.device, n: int = 8192) -> float:
+    """The bf16 tensor-core ceiling as a large torch (cuBLAS) product on random data reaches it."""
+    if device.type != "cuda":
+        return float("nan")
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    return 2 * n**3 / median_ms(lambda: a @ b, device, rep_ms=200) / 1e9
+
+
+def prefill_flops(tokens: int, heads: int = HEADS) -> float:
+    """The useful products of a causal prefill: each row's keys x heads x 128 x 2 (multiply, add)."""
+    lens = (torch.arange(tokens, dtype=torch.float64) + 1) // 4
+    return float(lens.sum()) * heads * HEAD_DIM * 2
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,6 @@ from types import ModuleType
 
 import torch
 
-from launchers.sglang import kernel_bench as kb
-from launchers.sglang import kernel_checks as kc
 from launchers.sglang.kernels import layout
 from launchers.sglang.kernels import reference as ref
 from launchers.sglang.kernels._logits_core import LogitsConfig, default_config, pages_per_program
@@ -27,6 +25,8 @@ from launchers.sglang.kernels.layout import HEAD_DIM, INDEX_PAGE_SIZE
 from launchers.sglang.kernels.paged_logits import paged_mqa_logits
 from launchers.sglang.kernels.ragged_logits import ragged_paged_mqa_logits
 from launchers.sglang.kernels.store import store_index_k
+from launchers.sglang_gpu_checks import kernel_bench as kb
+from launchers.sglang_gpu_checks import kernel_checks as kc
 
 DEEP_GEMM_CALLS = ("fp8_paged_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_mqa_logits")
 
