@@ -15,6 +15,7 @@ import random
 import string
 import threading
 from array import array
+from itertools import accumulate
 
 from suites import lexicon as lx
 from suites.seeding import derive_rng
@@ -66,6 +67,7 @@ TEMPLATES: tuple[str, ...] = (
 _SLOTS: tuple[frozenset[str], ...] = tuple(
     frozenset(name for _, name, _, _ in string.Formatter().parse(t) if name) for t in TEMPLATES
 )
+_SORTED_SLOTS = tuple(tuple(sorted(slots)) for slots in _SLOTS)  # the order the slots draw from the rng
 
 
 def _article(word: str) -> str:
@@ -110,25 +112,27 @@ def _fill(slot: str, rng: random.Random) -> str:
         return rng.choice(lx.VERBS)[("Vb", "Vp", "Vs", "Vn").index(kind)]
     if kind in ("Mb", "Mp", "Ms"):
         return rng.choice(lx.MOTIONS)[("Mb", "Mp", "Ms").index(kind)]
-    pools = {
-        "N": lx.PEOPLE,
-        "J": lx.CHARACTER,
-        "P": lx.PLACES,
-        "T": lx.TIMES,
-        "A": lx.ADVERBS,
-        "F": lx.FEELINGS,
-        "X": lx.TOPICS,
-        "G": _GIVE,
-        "W": _WEATHER,
-        "C": _OPENERS,
-    }
-    return rng.choice(pools[kind])
+    return rng.choice(_POOLS[kind])
+
+
+_POOLS = {
+    "N": lx.PEOPLE,
+    "J": lx.CHARACTER,
+    "P": lx.PLACES,
+    "T": lx.TIMES,
+    "A": lx.ADVERBS,
+    "F": lx.FEELINGS,
+    "X": lx.TOPICS,
+    "G": _GIVE,
+    "W": _WEATHER,
+    "C": _OPENERS,
+}
 
 
 def make_sentence(rng: random.Random) -> str:
     """One sentence from a random template, capitalised and ending in terminal punctuation."""
     index = rng.randrange(len(TEMPLATES))
-    values = {slot: _fill(slot, rng) for slot in sorted(_SLOTS[index])}
+    values = {slot: _fill(slot, rng) for slot in _SORTED_SLOTS[index]}
     text = TEMPLATES[index].format(**values)
     if text.startswith('"'):
         return '"' + text[1].upper() + text[2:]
@@ -169,10 +173,8 @@ class FillerText:
         if joined == len(self._words):
             return
         pieces = [s + w for s, w in zip(self._seps[joined:], self._words[joined:], strict=True)]
-        end = len(self._text)
-        for piece in pieces:
-            end += len(piece)
-            self._ends.append(end)
+        self._ends.extend(accumulate(map(len, pieces), initial=len(self._text)))
+        self._ends.pop(joined)  # the initial offset: where the first new piece starts
         self._text += "".join(pieces)
 
     def words(self, n: int) -> str:
