@@ -92,6 +92,7 @@ def test_common_prefix_is_the_first_difference():
             rng.randrange(3) for _ in range(rng.randrange(0, 5))
         ]
         naive = next(
-            (i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second))
+            (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b),
+            min(len(first), len(second)),
         )
         assert _common_prefix(first, second) == naive
