@@ -4,12 +4,13 @@ module, and the root listing they print is the one the commands themselves would
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
-import typer
 
+from recall_eval.cli import COMMANDS
 from tests.e2e.cli import REPO, cli_env
 
 # what --help / --version must not load: the library layer, the suites, pydantic and what sends requests
@@ -51,14 +52,17 @@ def test_root_help_lists_what_the_registered_commands_say(columns):
 
 
 def test_each_summary_is_the_first_sentence_of_its_command_help():
-    """At any width the listing cuts a help at its first sentence, so the summaries must equal them."""
-    from recall_eval.cli import COMMANDS, _register_commands, app
-
-    _register_commands()
-    group = typer.main.get_command(app)
-    assert list(group.list_commands(None)) == list(COMMANDS)  # every command, in listing order
-    for name, summary in COMMANDS.items():
-        assert group.commands[name].get_short_help_str(limit=10_000) == summary, name
+    """At any width the listing cuts a help at its first sentence, so the summaries must equal them
+    (in a fresh interpreter: other tests register their own commands on the shared app)."""
+    code = (
+        "import json, typer\nfrom recall_eval.cli import _register_commands, app\n_register_commands()\n"
+        "group = typer.main.get_command(app)\n"
+        "print(json.dumps([[n, group.commands[n].get_short_help_str(limit=10_000)] for n in group.list_commands(None)]))"
+    )
+    listed = json.loads(_python(code).splitlines()[-1])
+    assert [name for name, _ in listed] == list(COMMANDS)  # every command, in listing order
+    for name, summary in listed:
+        assert summary == COMMANDS[name], name
 
 
 def test_a_named_command_loads_only_its_module():
