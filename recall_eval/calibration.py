@@ -37,6 +37,7 @@ sized, only measured: their prompt_tokens are the server's count beside the file
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -62,6 +63,7 @@ def tolerance(target_tokens: int) -> int:
     return max(8, int(target_tokens * 0.01))
 
 
+@functools.lru_cache(maxsize=4)  # one case's messages are digested several times per step (cache keys)
 def _digest(messages: tuple[ChatMessage, ...]) -> str:
     text = json.dumps([[m.role, m.content] for m in messages], ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -441,8 +443,13 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def _common_prefix(first: list[int], second: list[int]) -> int:
-    length = min(len(first), len(second))
-    for index in range(length):
-        if first[index] != second[index]:
-            return index
-    return length
+    """Length of the longest common prefix: a bisection on slice equality (compared in C; a Python
+    loop over a 1M-token prompt took ~0.15 s)."""
+    low, high = 0, min(len(first), len(second))  # first[:low] == second[:low]; the answer is <= high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -3,6 +3,8 @@
 `FillerText(seed).words(n)` is exactly the first n words of the stream, so words(n) is a
 prefix of words(n + 1) and longer filler never gives a shorter text. The stream is
 grown lazily and kept, so rendering the same haystack at several sizes costs one join.
+The stream is also kept joined (one string, each word's end offset in it), so a span of the
+stream, at any size, is one slice of that string: a 1M-token haystack renders in milliseconds.
 The prose never contains digits, upper-case codes or needle vocabulary (see lexicon.py).
 """
 
@@ -12,6 +14,8 @@ import bisect
 import random
 import string
 import threading
+from array import array
+from itertools import accumulate
 
 from suites import lexicon as lx
 from suites.seeding import derive_rng
@@ -63,6 +67,7 @@ TEMPLATES: tuple[str, ...] = (
 _SLOTS: tuple[frozenset[str], ...] = tuple(
     frozenset(name for _, name, _, _ in string.Formatter().parse(t) if name) for t in TEMPLATES
 )
+_SORTED_SLOTS = tuple(tuple(sorted(slots)) for slots in _SLOTS)  # the order the slots draw from the rng
 
 
 def _article(word: str) -> str:
@@ -107,25 +112,27 @@ def _fill(slot: str, rng: random.Random) -> str:
         return rng.choice(lx.VERBS)[("Vb", "Vp", "Vs", "Vn").index(kind)]
     if kind in ("Mb", "Mp", "Ms"):
         return rng.choice(lx.MOTIONS)[("Mb", "Mp", "Ms").index(kind)]
-    pools = {
-        "N": lx.PEOPLE,
-        "J": lx.CHARACTER,
-        "P": lx.PLACES,
-        "T": lx.TIMES,
-        "A": lx.ADVERBS,
-        "F": lx.FEELINGS,
-        "X": lx.TOPICS,
-        "G": _GIVE,
-        "W": _WEATHER,
-        "C": _OPENERS,
-    }
-    return rng.choice(pools[kind])
+    return rng.choice(_POOLS[kind])
+
+
+_POOLS = {
+    "N": lx.PEOPLE,
+    "J": lx.CHARACTER,
+    "P": lx.PLACES,
+    "T": lx.TIMES,
+    "A": lx.ADVERBS,
+    "F": lx.FEELINGS,
+    "X": lx.TOPICS,
+    "G": _GIVE,
+    "W": _WEATHER,
+    "C": _OPENERS,
+}
 
 
 def make_sentence(rng: random.Random) -> str:
     """One sentence from a random template, capitalised and ending in terminal punctuation."""
     index = rng.randrange(len(TEMPLATES))
-    values = {slot: _fill(slot, rng) for slot in sorted(_SLOTS[index])}
+    values = {slot: _fill(slot, rng) for slot in _SORTED_SLOTS[index]}
     text = TEMPLATES[index].format(**values)
     if text.startswith('"'):
         return '"' + text[1].upper() + text[2:]
@@ -142,6 +149,8 @@ class FillerText:
         self._seps: list[str] = []  # separator before each word (" " or PARAGRAPH_BREAK)
         self._starts: list[int] = []  # word index of each sentence's first word
         self._left_in_paragraph = 0
+        self._text = ""  # separator + word for every word so far (the first separator included)
+        self._ends = array("q")  # offset in _text where each word ends
         self._lock = threading.Lock()
 
     def _grow(self, n: int) -> None:
@@ -157,6 +166,16 @@ class FillerText:
                 self._words.extend(sentence)
                 self._seps.append(sep)
                 self._seps.extend(" " * (len(sentence) - 1))
+            self._join(len(self._ends))
+
+    def _join(self, joined: int) -> None:
+        """Append the words from index `joined` on to _text and their end offsets to _ends."""
+        if joined == len(self._words):
+            return
+        pieces = [s + w for s, w in zip(self._seps[joined:], self._words[joined:], strict=True)]
+        self._ends.extend(accumulate(map(len, pieces), initial=len(self._text)))
+        self._ends.pop(joined)  # the initial offset: where the first new piece starts
+        self._text += "".join(pieces)
 
     def words(self, n: int) -> str:
         """Exactly the first n words (a prefix of words(n + 1))."""
@@ -167,11 +186,7 @@ class FillerText:
         if stop <= start:
             return ""
         self._grow(stop)
-        parts = [self._words[start]]
-        parts.extend(
-            s + w for s, w in zip(self._seps[start + 1 : stop], self._words[start + 1 : stop], strict=True)
-        )
-        return "".join(parts)
+        return self._text[self._ends[start] - len(self._words[start]) : self._ends[stop - 1]]
 
     def closed_span(self, start: int, stop: int) -> str:
         """span(start, stop), with the sentence cut at `stop` closed by a full stop.

@@ -25,7 +25,7 @@ from typing import NoReturn
 import psutil
 import uvicorn
 
-from launchers.reference import sglang_log
+from launchers.reference import allocator, sglang_log
 from launchers.reference.engine_api import WEIGHTS_DIR, Engine, EngineOutOfMemory, EngineSettings
 from launchers.reference.faults import FAULTS
 from launchers.reference.http_routes import create_app
@@ -213,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     # as other processes shared the 2 cores (measured under load: a one-token 256x768 linear took
     # 20 us on 1 thread, 2.4 ms on 2 spinning threads, 40 us on 2 PASSIVE threads). Before torch's import.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if allocator.keep_freed_memory():  # prefill reuses its pages instead of faulting them in again
+        server_log.info("malloc: one arena, no mmap for large blocks, trim threshold 1 GiB")
     import launchers.reference.engine  # noqa: F401 - torch's imports before the memory cap
 
     limit = None

@@ -68,10 +68,15 @@ class ChatTokenizer:
         return render_chat(messages, add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        # encode_batch_fast (tokenizers >= 0.21) skips the character offsets nobody here reads: the same
+        # ids in ~60% of the time (a 585K-character prompt: 0.43 s against 0.69 s on the 2-core machine),
+        # which /v1/tokenize and every prompt's encoding pay
+        fast = getattr(self.tokenizer, "encode_batch_fast", None)
+        encode = fast if fast is not None else self.tokenizer.encode_batch
+        return [e.ids for e in encode(texts, add_special_tokens=False)]
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)

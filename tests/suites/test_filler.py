@@ -34,6 +34,20 @@ def test_words_returns_exactly_n_words_and_is_a_prefix_stream() -> None:
     assert FillerText(11).words(399) == filler.words(399)
 
 
+def test_a_span_is_its_words_joined_with_their_separators() -> None:
+    """span() slices the joined stream: the same text as joining the words, wherever the stream was
+    grown (in one go or in steps, spans crossing the points where it grew)."""
+    filler = FillerText(5)
+    for grown in (7, 130, 131, 2_000, 9_000):
+        filler.words(grown)
+        for start, stop in ((0, grown), (1, grown), (grown // 2, grown), (3, 4), (grown - 1, grown)):
+            expected = filler._words[start] + "".join(
+                filler._seps[i] + filler._words[i] for i in range(start + 1, stop)
+            )
+            assert filler.span(start, stop) == expected, (start, stop)
+    assert filler.span(4, 4) == "" and filler.span(9, 3) == ""
+
+
 def test_closed_span_ends_a_sentence_and_grows_with_n() -> None:
     filler = FillerText(5)
     lengths = [len(filler.closed_span(0, n)) for n in range(0, 600)]

@@ -39,3 +39,17 @@ def test_chat_template(tok: ChatTokenizer) -> None:
 
 def test_vocabulary_is_small(tok: ChatTokenizer) -> None:
     assert 1000 < tok.vocab_size <= 4096
+
+
+def test_fast_encoding_gives_the_full_encoders_ids(tok: ChatTokenizer) -> None:
+    """encode() takes tokenizers' offset-free path where it exists: the ids must be the same."""
+    from suites.filler import FillerText
+
+    texts = [
+        render_chat([{"role": "user", "content": "Code 4417-ab, café, 日本語 <|end|> x\n\n  y"}]),
+        FillerText(2).words(30_000),
+        "",
+    ]
+    for text in texts:
+        assert tok.encode(text) == tok.tokenizer.encode(text, add_special_tokens=False).ids
+    assert tok.encode_batch(texts) == [tok.encode(text) for text in texts]
