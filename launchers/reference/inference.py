@@ -158,6 +158,8 @@ class Runner:
                 keys = self._read_index_keys(layer, seq.pages[:n_cand])
                 if self.fault == "scale_block":
                     keys = _scales_of_the_next_block(keys)
+                elif self.fault == "scale_page":
+                    keys = _scales_of_the_next_page(keys)
                 logits = index_logits(iq.unsqueeze(0), iw.unsqueeze(0), keys)
                 sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
                 if indexer_scores is not None:
@@ -192,3 +194,11 @@ def _scales_of_the_next_block(keys: StoredKeys) -> StoredKeys:
     block b+1's exponent (the last wraps to the first)."""
     assert keys.scale is not None
     return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -1, dims=-1))
+
+
+def _scales_of_the_next_page(keys: StoredKeys) -> StoredKeys:
+    """The planted scale_page fault: key j read with the scale(s) of key j + 64, the same slot of the
+    next index-K page (the candidates' last page wraps to the first)."""
+    assert keys.scale is not None
+    axis = 1  # (1, N) fp8 scales, (1, N, 4) fp4 exponents: the key axis
+    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -faults.INDEX_PAGE_SLOTS, dims=axis))
