@@ -49,7 +49,9 @@ def _rank_margin(s: torch.Tensor, needle: torch.Tensor) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lengths", default="4096,8192")
     parser.add_argument("--depths", default="25,50,75,95")
     parser.add_argument("--weights", type=Path, default=WEIGHTS_DIR)
