@@ -85,6 +85,7 @@ SERVER_INFO_FIELDS = frozenset(
         "kv_pool_bytes",
         "memory_limit_gb",
         "fault",
+        "disable_radix_cache",
         "memory_limit_bytes",
         "memory_limit_kind",
         "endpoints",

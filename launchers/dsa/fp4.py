@@ -52,7 +52,7 @@ def quantize_rows_e2m1(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     exponent = _ceil_ue8m0((amax / E2M1_MAX).clamp_min(MIN_SCALE))
     scaled = blocks / _scale_of(exponent).unsqueeze(-1)  # a power of two: exact
     magnitude = scaled.abs().clamp_max(E2M1_MAX)
-    index = torch.zeros(magnitude.shape, dtype=torch.uint8)
+    index = torch.zeros(magnitude.shape, dtype=torch.uint8, device=x.device)  # on the keys device (GPU eval)
     for threshold in _THRESHOLDS:
         index += (magnitude > threshold).to(torch.uint8)
     sign = ((scaled < 0) & (index != 0)).to(torch.uint8)

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import torch
 
+from launchers.reference import faults
 from launchers.reference.engine_api import EngineOutOfMemory, EngineSettings, StepOutput
 from launchers.reference.inference import Runner, SequenceState
 from launchers.reference.kv_pool import KVPool
 from launchers.reference.model import ReferenceModel
+from launchers.reference.prefix_cache import PrefixCache, PrefixMatch
 from launchers.reference.tokenizer import ChatTokenizer
 
 MODEL_NAME = "recall-eval/reference-dsa"
@@ -70,6 +72,13 @@ class ReferenceEngine:
         self.n_indexer_layers = cfg.n_dsa_layers
         self.eos_token_id = self.tokenizer.eos_token_id
         self.runner = Runner(self.model, self.pool, self.settings.fault)
+        faults.check(self.settings.fault, self.settings.index_k_dtype, self.settings.prefix_cache)
+        # SGLang's radix cache, page-granular: on unless --disable-radix-cache
+        self.prefix_cache = PrefixCache(self.pool.page_size) if self.settings.prefix_cache else None
+        if self.prefix_cache is not None:
+            cache = self.prefix_cache
+            self.pool.reclaimable = lambda: cache.evictable_pages
+            self.pool.reclaim = cache.evict
 
     def available_tokens(self) -> int:
         """KV slots not held by any request (whole pages of free slots)."""
@@ -98,13 +107,39 @@ class ReferenceEngine:
         vocab = self.model.cfg.vocab_size
         if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
             raise ValueError(f"prompt token ids must lie in [0, {vocab})")
-        pages = self.pool.allocate(len(prompt_ids) + max_new_tokens)
+        hit = self.prefix_cache.match(prompt_ids) if self.prefix_cache else PrefixMatch([], ())
+        try:
+            fresh = self.pool.allocate(len(prompt_ids) + max_new_tokens, have_pages=hit.n_pages)
+        except BaseException:
+            self._unlock(hit)
+            raise
+        seq = SequenceState(torch.cat([torch.tensor(hit.pages, dtype=torch.long), fresh]))
         try:
             yield from self._generate(
-                SequenceState(pages), prompt_ids, max_new_tokens, return_indexer_topk, ignore_eos
+                seq, prompt_ids, max_new_tokens, return_indexer_topk, ignore_eos, hit.n_pages
             )
         finally:
+            self._finish(seq, prompt_ids, hit)
+
+    def _unlock(self, hit: PrefixMatch) -> None:
+        if self.prefix_cache is not None and hit.n_pages:
+            self.prefix_cache.release(hit)
+            self.pool.release([])  # wakes requests waiting for pages the cache may now give back
+
+    def _finish(self, seq: SequenceState, prompt_ids: list[int], hit: PrefixMatch) -> None:
+        """A finished request's prompt pages go to the prefix cache (if its prefill completed), the
+        rest back to the pool."""
+        pages = seq.pages.tolist()
+        if self.prefix_cache is None:
             self.pool.release(pages)
+            return
+        if seq.length >= len(prompt_ids):
+            full = len(prompt_ids) // self.pool.page_size
+            spare = self.prefix_cache.insert(prompt_ids, pages[:full]) + pages[full:]
+        else:  # cancelled before its prefill: its own pages hold nothing worth keeping
+            spare = pages[hit.n_pages :]
+        self.prefix_cache.release(hit)
+        self.pool.release(spare)
 
     def _generate(
         self,
@@ -113,6 +148,7 @@ class ReferenceEngine:
         max_new_tokens: int,
         return_topk: bool,
         ignore_eos: bool,
+        cached_pages: int = 0,
     ) -> Iterator[StepOutput]:
         runner, topk = self.runner, self.settings.index_topk
         phase = "prefill"
@@ -120,7 +156,7 @@ class ReferenceEngine:
         emitted = ""
         try:
             with torch_threads(self.prefill_threads):
-                runner.prefill(seq, prompt_ids)
+                runner.prefill(seq, prompt_ids, cached_pages * self.pool.page_size)
             with torch_threads(self.decode_threads):
                 logits, selections = runner.next_logits(seq, topk)
             while True:
@@ -139,6 +175,7 @@ class ReferenceEngine:
                     text=text,
                     finish_reason=finish,
                     indexer_topk=selections.numpy().copy() if return_topk else None,
+                    cached_tokens=cached_pages * self.pool.page_size,
                 )
                 if finish is not None:
                     return

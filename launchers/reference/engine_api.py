@@ -26,6 +26,7 @@ class EngineSettings:
     max_total_tokens: int | None = None  # KV pool capacity in tokens; None: derived from context_length
     threads: int | None = None  # torch intra-op threads; None: torch's default
     fault: str | None = None  # a planted indexer bug (launchers/reference/faults.py); None: none
+    prefix_cache: bool = True  # reuse finished prompts' KV pages (launchers/reference/prefix_cache.py)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class StepOutput:
     # int32 [n_indexer_layers, index_topk] of compressed-block indices (block b = tokens 4b..4b+3),
     # padded with -1 where fewer blocks exist. None unless return_indexer_topk was asked.
     indexer_topk: np.ndarray | None = None
+    cached_tokens: int = 0  # prompt tokens taken from the prefix cache, not prefilled
 
 
 class PoolTooSmall(Exception):

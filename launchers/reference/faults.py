@@ -22,21 +22,39 @@ FAULTS: dict[str, str] = {
         "quantisation scales applied to the wrong block: each fp8 key is dequantised with the next key's "
         "scale, each fp4 block with the next block's exponent"
     ),
+    "scale_page": (
+        "quantisation scales read from the wrong index-K page (SGLang's paged layout stores a page's "
+        f"{INDEX_PAGE_SLOTS} keys' codes, then their scales: a page-offset bug): each key dequantised "
+        f"with the scale of the key in the same slot of the next page ({INDEX_PAGE_SLOTS} keys on)"
+    ),
     "topk_truncated": (
         f"top-k silently truncated above a length: a query with more than {TRUNCATE_ABOVE_BLOCKS} candidate "
         f"blocks ({TRUNCATE_ABOVE_BLOCKS * 4:,} tokens) scores only the first {TRUNCATE_ABOVE_BLOCKS}"
     ),
+    "prefix_cache_stale_index": (
+        "index keys of a previous request read after a prefix-cache hit: a prompt that reuses cached "
+        "pages skips the index-key store for its new pages (K and V are written, the index-K pages "
+        "are not re-keyed), so its suffix is scored with whatever keys those pages held before"
+    ),
 }
 
 
-def check(fault: str | None, index_k_dtype: str) -> None:
-    """Refuse an unknown fault, or one that cannot exist at this precision (ValueError)."""
+def check(fault: str | None, index_k_dtype: str, prefix_cache: bool = True) -> None:
+    """Refuse an unknown fault, or one that cannot exist at this precision or without the prefix
+    cache (ValueError)."""
     if fault is None:
         return
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}: known faults are {', '.join(FAULTS)}")
-    if fault == "scale_block" and index_k_dtype not in ("fp8", "fp4"):
-        raise ValueError(f"fault scale_block needs scaled index keys (fp8 or fp4), not {index_k_dtype}")
+    if fault in ("scale_block", "scale_page") and index_k_dtype not in ("fp8", "fp4"):
+        raise ValueError(f"fault {fault} needs scaled index keys (fp8 or fp4), not {index_k_dtype}")
+    if fault == "prefix_cache_stale_index" and not prefix_cache:
+        raise ValueError("fault prefix_cache_stale_index needs the prefix cache (drop --disable-radix-cache)")
+
+
+def skips_index_store(fault: str | None, cached_tokens: int) -> bool:
+    """Whether the faulty prefill leaves the index keys of a prompt's new pages unwritten."""
+    return fault == "prefix_cache_stale_index" and cached_tokens > 0
 
 
 def scored_candidates(fault: str | None, n_candidates: int) -> int:

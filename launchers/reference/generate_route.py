@@ -102,7 +102,7 @@ def _final_output(ready: Ready, job: GenerationJob, record: GenerationRecord, ri
         record.finish_reason or "length", record.matched_stop, len(record.output_ids)
     )
     return api.generate_output(
-        rid, record.text, record.output_ids, len(job.prompt_ids), reason, e2e, topk_b64
+        rid, record.text, record.output_ids, len(job.prompt_ids), reason, e2e, topk_b64, record.cached_tokens
     )
 
 

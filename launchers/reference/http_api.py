@@ -246,6 +246,7 @@ def generate_output(
     finish_reason: dict[str, Any] | None,
     e2e_latency: float | None,
     indexer_topk_b64: str | None = None,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     meta_info: dict[str, Any] = {
         "id": rid,
@@ -255,7 +256,7 @@ def generate_output(
         "num_retractions": 0,
         "reasoning_tokens": 0,
         "completion_tokens": len(output_ids),
-        "cached_tokens": 0,
+        "cached_tokens": cached_tokens,
     }
     if indexer_topk_b64 is not None:
         meta_info["indexer_topk"] = indexer_topk_b64

@@ -71,30 +71,37 @@ class Runner:
         return StoredKeys("fp8", data, self.pool.index_scale[layer, pages].unsqueeze(0))
 
     @torch.inference_mode()
-    def prefill(self, seq: SequenceState, prompt: list[int]) -> None:
+    def prefill(self, seq: SequenceState, prompt: list[int], cached: int = 0) -> None:
+        """Write the prompt's KV and index keys; the first `cached` tokens (whole pages, a prefix-cache
+        hit) are already in seq's pages and only the rest is written. The SWA stack is recomputed from
+        `swa_lookback_start(cached)` on: its outputs from `cached` on then match a full prefill."""
         model, pool, r = self.model, self.pool, self.cfg.compress_ratio
         t = len(prompt)
-        x, caches = model.swa_stack(torch.tensor([prompt], dtype=torch.long))
+        if cached % r or not 0 <= cached < t:
+            raise ValueError(f"a cached prefix must be whole pages shorter than the prompt, got {cached}")
+        start = swa_lookback_start(cached, self.cfg.swa_window, self.cfg.n_swa_layers)
+        x, caches = model.swa_stack(torch.tensor([prompt[start:]], dtype=torch.long), start=start)
         slots = self._slots(seq, torch.arange(t))
         recent = slots[-self.cfg.swa_window :]  # decode reads only the last window of SWA K/V
         for layer, (k, v) in enumerate(caches):
             pool.swa_k[layer, recent] = k[0, :, -len(recent) :].transpose(0, 1).to(pool.kv_dtype)
             pool.swa_v[layer, recent] = v[0, :, -len(recent) :].transpose(0, 1).to(pool.kv_dtype)
-        src = model.src_norm(x[0])
-        n_blocks = t // r
+        src = model.src_norm(x[0, cached - start :])  # positions cached .. t-1
+        first_block, n_blocks = cached // r, t // r
+        new_blocks = n_blocks - first_block
         seq.pending = []
         for layer, block in enumerate(model.dsa):
             k, v = block.kv(src)
-            pool.dsa_k[layer, slots] = k.to(pool.kv_dtype)
-            pool.dsa_v[layer, slots] = v.to(pool.kv_dtype)
+            pool.dsa_k[layer, slots[cached:]] = k.to(pool.kv_dtype)
+            pool.dsa_v[layer, slots[cached:]] = v.to(pool.kv_dtype)
             kv, score = block.indexer.compressor.token_features(src)
-            if n_blocks:
-                shape = (n_blocks, r, kv.shape[-1])
+            if new_blocks and not faults.skips_index_store(self.fault, cached):
+                shape = (new_blocks, r, kv.shape[-1])
                 keys = block.indexer.block_keys(
-                    kv[: n_blocks * r].reshape(shape), score[: n_blocks * r].reshape(shape)
+                    kv[: new_blocks * r].reshape(shape), score[: new_blocks * r].reshape(shape)
                 )
-                self._write_index_keys(layer, seq.pages[:n_blocks], keys)
-            seq.pending.append((kv[n_blocks * r :].clone(), score[n_blocks * r :].clone()))
+                self._write_index_keys(layer, seq.pages[first_block:n_blocks], keys)
+            seq.pending.append((kv[new_blocks * r :].clone(), score[new_blocks * r :].clone()))
         seq.x_last = x[0, -1].clone()
         seq.length = t
 
@@ -151,6 +158,8 @@ class Runner:
                 keys = self._read_index_keys(layer, seq.pages[:n_cand])
                 if self.fault == "scale_block":
                     keys = _scales_of_the_next_block(keys)
+                elif self.fault == "scale_page":
+                    keys = _scales_of_the_next_page(keys)
                 logits = index_logits(iq.unsqueeze(0), iw.unsqueeze(0), keys)
                 sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
                 if indexer_scores is not None:
@@ -172,8 +181,24 @@ class Runner:
         return model.logits(h)[0], torch.stack(selections).to(torch.int32)
 
 
+def swa_lookback_start(cached: int, window: int, n_layers: int) -> int:
+    """Where a prefill after a cached prefix restarts the sliding-window stack. Layer l's output at
+    a position depends on the tokens up to l * window before it; band_attention computes windows
+    in chunks of `window` from the sequence's start, so restarting on a chunk boundary n_layers
+    chunks back reproduces every output from `cached` on with the same arithmetic."""
+    return max(0, (cached // window - n_layers) * window)
+
+
 def _scales_of_the_next_block(keys: StoredKeys) -> StoredKeys:
     """The planted scale_block fault: fp8 key j read with key j+1's scale; fp4 block b of a key with
     block b+1's exponent (the last wraps to the first)."""
     assert keys.scale is not None
     return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -1, dims=-1))
+
+
+def _scales_of_the_next_page(keys: StoredKeys) -> StoredKeys:
+    """The planted scale_page fault: key j read with the scale(s) of key j + 64, the same slot of the
+    next index-K page (the candidates' last page wraps to the first)."""
+    assert keys.scale is not None
+    axis = 1  # (1, N) fp8 scales, (1, N, 4) fp4 exponents: the key axis
+    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -faults.INDEX_PAGE_SLOTS, dims=axis))

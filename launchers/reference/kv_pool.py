@@ -8,12 +8,15 @@ bytes; launchers/dsa/fp4.py), the index slot of a key being its KV page's id. Al
 allocated and zero-filled at startup, so the pool's memory is committed before the first request.
 
 Requests take whole pages; admission blocks (threading.Condition) until enough pages are free,
-and a request that needs more pages than the pool has raises PoolTooSmall at once.
+and a request that needs more pages than the pool has raises PoolTooSmall at once. Pages held by
+the prefix cache (launchers/reference/prefix_cache.py) count as free: when the free list runs
+short, the pool takes them back through `reclaim` (the cache's LRU eviction).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -75,6 +78,9 @@ class KVPool:
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._cond = threading.Condition()
         self._waiting = 0  # requests blocked in allocate() for want of free pages
+        # the prefix cache's pages the pool may take back: how many now, and take up to n
+        self.reclaimable: Callable[[], int] = lambda: 0
+        self.reclaim: Callable[[int], list[int]] = lambda n: []
 
     @property
     def waiting(self) -> int:
@@ -83,31 +89,36 @@ class KVPool:
 
     @property
     def free_pages(self) -> int:
+        """Pages a request can get now: the free list and what the prefix cache would give back."""
         with self._cond:
-            return len(self._free)
+            return len(self._free) + self.reclaimable()
 
     def pages_for(self, n_tokens: int) -> int:
         return -(-n_tokens // self.page_size)
 
-    def allocate(self, n_tokens: int) -> torch.Tensor:
-        """Page ids for n_tokens; waits until they are free. Raises PoolTooSmall if they never can be."""
-        need = self.pages_for(n_tokens)
-        if need > self.n_pages:
+    def allocate(self, n_tokens: int, have_pages: int = 0) -> torch.Tensor:
+        """Page ids for n_tokens of which the caller already holds `have_pages` (a prefix-cache hit);
+        waits until they are free. Raises PoolTooSmall if they never can be."""
+        total = self.pages_for(n_tokens)
+        need = total - have_pages
+        if total > self.n_pages:
             raise PoolTooSmall(
                 f"request needs {need * self.page_size} KV slots but the pool holds {self.max_total_tokens}"
                 " tokens; raise --max-total-tokens or send a shorter request"
             )
         with self._cond:
-            if len(self._free) < need:
+            if len(self._free) + self.reclaimable() < need:
                 self._waiting += 1
                 try:
-                    self._cond.wait_for(lambda: len(self._free) >= need)
+                    self._cond.wait_for(lambda: len(self._free) + self.reclaimable() >= need)
                 finally:
                     self._waiting -= 1
+            if len(self._free) < need:
+                self._free.extend(self.reclaim(need - len(self._free)))
             pages = [self._free.pop() for _ in range(need)]
         return torch.tensor(pages, dtype=torch.long)
 
-    def release(self, pages: torch.Tensor) -> None:
+    def release(self, pages: torch.Tensor | list[int]) -> None:
         with self._cond:
-            self._free.extend(pages.tolist())
+            self._free.extend(pages.tolist() if isinstance(pages, torch.Tensor) else pages)
             self._cond.notify_all()

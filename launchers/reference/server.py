@@ -61,6 +61,7 @@ def engine_settings(args: ServerArgs) -> EngineSettings:
         context_length=args.context_length,
         max_total_tokens=args.max_total_tokens,
         fault=args.fault,
+        prefix_cache=not args.disable_radix_cache,
     )
 
 
@@ -135,6 +136,7 @@ def startup_info(args: ServerArgs, engine: Engine, served: str, limit: int | Non
         "kv_bytes_per_token": engine.kv_bytes_per_token,
         "kv_pool_bytes": engine.kv_bytes_per_token * engine.max_total_tokens,
         "memory_limit_gb": args.memory_limit_gb,
+        "disable_radix_cache": args.disable_radix_cache,
         "fault": args.fault,  # a planted indexer bug (launchers/reference/faults.py); None normally
         "memory_limit_bytes": limit,
         "memory_limit_kind": "RLIMIT_DATA" if limit is not None else None,

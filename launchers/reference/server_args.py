@@ -45,6 +45,7 @@ class ServerArgs:
     index_k_dtype_source: str  # "flag", "env SGLANG_DSV4_BF16_INDEX_K=1" or "default"
     memory_limit_gb: float | None
     fault: str | None  # a planted indexer bug (launchers/reference/faults.py); None normally
+    disable_radix_cache: bool  # SGLang's name: no prefix cache (launchers/reference/prefix_cache.py)
     # as SGLang's: the argv as given (so it carries --api-key; /server_info shows it, the log does not)
     launch_command: str = field(repr=False)
     # SGLang's --api-key: Bearer auth on every route. Printed in the start-up `server_args=` line, as
@@ -131,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="Reference only: cap the process's data memory (RLIMIT_DATA) at this many GiB.",
     )
     parser.add_argument(
+        "--disable-radix-cache",
+        "--disable-prefix-cache",
+        dest="disable_radix_cache",
+        action="store_true",
+        help="Turn off the prefix cache (on by default, as SGLang's radix cache: a prompt that starts "
+        "like a finished one reuses its KV pages and index keys for the shared whole pages).",
+    )
+    parser.add_argument(
         "--fault",
         choices=list(FAULTS),
         default=None,
@@ -189,7 +198,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
     try:
         index_k_dtype, source = resolve_index_k_dtype(ns.index_k_dtype, environ)
         index_topk = parse_index_topk(ns.json_model_override_args)
-        check(ns.fault, index_k_dtype)
+        check(ns.fault, index_k_dtype, prefix_cache=not ns.disable_radix_cache)
     except ValueError as exc:
         parser.error(str(exc))
     for name in ("context_length", "max_total_tokens", "max_running_requests"):
@@ -213,6 +222,7 @@ def parse_server_args(argv: Sequence[str], environ: Mapping[str, str]) -> Server
         index_k_dtype_source=source,
         memory_limit_gb=ns.memory_limit_gb,
         fault=ns.fault,
+        disable_radix_cache=ns.disable_radix_cache,
         launch_command=" ".join(["python -m launchers.reference.server", *argv]),
         api_key=ns.api_key or None,
     )

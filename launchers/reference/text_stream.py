@@ -34,6 +34,7 @@ class GenerationRecord:
     finish_reason: FinishReason | None = None
     matched_stop: int | str | None = None
     indexer_topk: list[np.ndarray] = field(default_factory=list)
+    cached_tokens: int = 0  # prompt tokens the prefix cache supplied (SGLang's meta_info.cached_tokens)
 
 
 class StopMatcher:
@@ -80,6 +81,7 @@ async def text_steps(
 
 def _consume(step: StepOutput, matcher: StopMatcher, record: GenerationRecord) -> TextStep:
     record.output_ids.append(step.token_id)
+    record.cached_tokens = max(record.cached_tokens, step.cached_tokens)
     if step.indexer_topk is not None:
         record.indexer_topk.append(step.indexer_topk)
     delta, matched = matcher.feed(step.text, final=step.finish_reason is not None)

@@ -63,3 +63,30 @@ def test_compare_catches_each_planted_fault_where_it_lives() -> None:
         assert 'id="fault-banner"' in (dirs[label] / "report.html").read_text()
     assert json.loads((dirs["reference"] / "run.json").read_text())["profile"]["fault"] is None
     assert 'id="fault-banner"' not in (dirs["reference"] / "report.html").read_text()
+
+
+STALE_GRID = ["--lengths", "8192", "--depths", "25,95,97", "--trials", "4", "--max-tokens", "32"]
+
+
+def test_compare_catches_stale_index_keys_after_a_prefix_cache_hit() -> None:
+    label = "fault=prefix_cache_stale_index"
+    done = recall_eval("compare", "reference", label, *STALE_GRID, "--fail-on-regression", timeout=1800)
+    assert done.returncode == 4, done.stderr[-3000:]
+    html = Path(done.stdout.strip().splitlines()[-1])
+    compare = json.loads((html.parent / "compare.json").read_text())
+    dirs = {v["label"]: (html.parent / v["run_dir"]).resolve() for v in compare["variants"]}
+    baseline = {r["case_id"]: r for r in _results(dirs["reference"])}
+    assert all(r["outcome"] == "pass" for r in baseline.values()), "the fault-free engine must answer"
+    (pair,) = compare["numbers"]["pairs"]
+    assert pair["overall"]["p_value"] < 0.01 and pair["overall"]["miss_to_pass"] == 0, pair
+    faulty = _results(dirs[label])
+    flipped = [r for r in faulty if r["outcome"] != "pass"]
+    assert len(flipped) >= 8 and {r["depth_percent"] for r in flipped} <= set(DEEP)
+    # where: the first case of each trial's haystack had no cache hit and passes; every miss came later
+    for trial in {r["trial"] for r in faulty}:
+        first = min((r for r in faulty if r["trial"] == trial), key=lambda r: r["started_at"])
+        assert first["depth_percent"] == 25 and first["outcome"] == "pass", first
+    run = json.loads((dirs[label] / "run.json").read_text())
+    assert run["server_info"]["fault"] == "prefix_cache_stale_index"
+    assert run["server_info"]["disable_radix_cache"] is False
+    assert 'id="fault-banner"' in (dirs[label] / "report.html").read_text()

@@ -51,6 +51,8 @@ def test_unknown_or_impossible_faults_are_refused() -> None:
         faults.check("nope", "fp8")
     with pytest.raises(ValueError, match=r"\(fp8 or fp4\), not bf16"):
         faults.check("scale_block", "bf16")
+    with pytest.raises(ValueError, match=r"\(fp8 or fp4\), not bf16"):
+        faults.check("scale_page", "bf16")
     for name in faults.FAULTS:
         faults.check(name, "fp4")
 
@@ -97,8 +99,9 @@ def test_faults_change_what_the_indexer_sees() -> None:
         assert faulty_scores.shape[0] == scored and int(faulty_sel.max()) == scored - 1
     for dtype in ("fp8", "fp4"):
         plain = _selections(None, dtype, 2600)[1]
-        misread = _selections("scale_block", dtype, 2600)[1]
-        assert plain.shape == misread.shape and not torch.equal(plain, misread)
+        for fault in ("scale_block", "scale_page"):
+            misread = _selections(fault, dtype, 2600)[1]
+            assert plain.shape == misread.shape and not torch.equal(plain, misread), (fault, dtype)
 
 
 def test_engine_version_names_the_fault() -> None:
