@@ -16,7 +16,7 @@ if sys.argv[1] == "keep":
     assert keep_freed_memory()
 from launchers.reference.engine import ReferenceEngine
 from launchers.reference.engine_api import EngineSettings
-engine = ReferenceEngine(EngineSettings(threads=1))
+engine = ReferenceEngine(EngineSettings(threads=1, prefix_cache=False))  # the same prompt twice: no cache hit
 prompt = engine.encode("The quick brown fox jumps over the lazy dog. " * 700)  # ~6,000 tokens
 faults = []
 def twice():  # as the server runs it: in a thread other than the main one
