@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from recall_eval.api.comparing import PlannedVariant, check_targets_first, obtain_run
 from recall_eval.api.hooks import Hooks, NoteLevel, QuietProgress, SweepProgress
-from recall_eval.api.options import CompareOptions
+from recall_eval.api.options import ClusterOptions, CompareOptions
 from recall_eval.api.records import RunRecord
 from recall_eval.types import Profile
+
+if TYPE_CHECKING:
+    from launchers.executors import Executor
 
 T = TypeVar("T")
 
@@ -79,17 +82,26 @@ def run_at_once(labels: Sequence[str], hooks: Hooks, work: Callable[[str, Hooks]
     return [results[index] for index in range(len(labels))]
 
 
+def on_cluster_at_once(
+    labels: Sequence[str], hooks: Hooks, cluster: ClusterOptions, work: Callable[[str, Hooks, Executor], T]
+) -> list[T]:
+    """work(label, hooks, executor) for every label at once (run_at_once), every server launched through
+    one executor on the Ray cluster of `cluster`: the one way `compare --ray` and `study --ray` run."""
+    from launchers.executors import open_executor
+
+    with open_executor(cluster.ray, cluster.ray_node_gpus) as executor:
+        return run_at_once(labels, hooks, lambda label, own: work(label, own, executor))
+
+
 def obtain_cluster_runs(
     planned: Sequence[PlannedVariant], hooks: Hooks, options: CompareOptions, reuse: bool
 ) -> list[RunRecord]:
     """Every variant's run with its server on the Ray cluster of options.cluster; all at once."""
-    from launchers.executors import open_executor
-
     check_targets_first(planned, options.request, reuse, on_cluster=True)
     by_label = {p.label: p for p in planned}
-    with open_executor(options.cluster.ray, options.cluster.ray_node_gpus) as executor:
-        return run_at_once(
-            list(by_label),
-            hooks,
-            lambda label, own: obtain_run(by_label[label], own, options.request, reuse, True, executor),
-        )
+    return on_cluster_at_once(
+        list(by_label),
+        hooks,
+        options.cluster,
+        lambda label, own, executor: obtain_run(by_label[label], own, options.request, reuse, True, executor),
+    )

@@ -4,9 +4,10 @@ before anything launches, then tested as one family against the baseline cell.
 Order of work: every cell resolved (BadInput before anything starts), then planned (launchers.cell_plan:
 KV slots, sequences of the longest request at once, fit or not); cells predicted not to fit are listed
 with the reason and not launched unless `force`. Then cell by cell, one server at a time (each stopped
-before the next starts): a finished run with the same spec, target and reuse key is reused, an
-interrupted one resumed (recall_eval.api.comparing.obtain_run), else the cell runs from scratch.
-study.json is rewritten after every cell, so an interrupted study says where it stopped; running the
+before the next starts), or with --ray all cells at once on the cluster (recall_eval.api.cluster_runs, as
+`compare --ray`; study.json's `measurement` says so): a finished run with the same spec, target and reuse
+key is reused, an interrupted one resumed (recall_eval.api.comparing.obtain_run), else the cell runs from
+scratch. study.json is rewritten after every cell, so an interrupted study says where it stopped; running the
 same study again (same axes, cases and target: the same runs/study-<id>/) resumes it, nothing lost or
 run twice. Last, the numbers (recall_eval.study_stats) go into study.json and study.html.
 """
@@ -18,6 +19,7 @@ import hashlib
 import json
 import re
 import shlex
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +60,11 @@ if TYPE_CHECKING:
 SEQUENTIAL = (
     "sequential: each cell's server was launched alone, one after another on this machine; the speed "
     "intervals (bootstrap of the median over cases) describe each cell, differences between cells are not tested"
+)
+ON_RAY = (
+    "at the same time on a Ray cluster: the cells' servers were started at once and Ray placed them (each "
+    "run's placements.json says on which node and when); cells whose servers shared a node slowed each "
+    "other, so the speed intervals describe each cell as it ran, differences between cells are not tested"
 )
 
 
@@ -104,13 +111,15 @@ class _Study:
     def __init__(self, path: Path, manifest: StudyManifest):
         self.path = path
         self.manifest = manifest
+        self.lock = threading.Lock()  # cells on a Ray cluster finish on threads of their own
         write_study_file(path, manifest)
 
     def update(self, index: int, **changes: Any) -> None:
-        cells = list(self.manifest.cells)
-        cells[index] = cells[index].model_copy(update=changes)
-        self.manifest = self.manifest.model_copy(update={"cells": tuple(cells)})
-        write_study_file(self.path, self.manifest)
+        with self.lock:
+            cells = list(self.manifest.cells)
+            cells[index] = cells[index].model_copy(update=changes)
+            self.manifest = self.manifest.model_copy(update={"cells": tuple(cells)})
+            write_study_file(self.path, self.manifest)
 
 
 def _open_study(
@@ -122,6 +131,7 @@ def _open_study(
     command: str,
     force: bool,
     search: str | None = None,
+    measurement: str = SEQUENTIAL,
 ) -> _Study:
     path = runs_home() / study_id(axes, planned)
     created_at = time.time()
@@ -150,7 +160,7 @@ def _open_study(
         axes={axis.key: list(axis.values) for axis in axes},
         baseline=baseline,
         cost=cost,  # type: ignore[arg-type]
-        measurement=SEQUENTIAL,
+        measurement=measurement,
         search=search,
         cells=cells,
     )
@@ -165,52 +175,70 @@ def _values_of(label: str, axes: Sequence[Axis]) -> list[str]:
 def _run_cells(
     study: _Study, planned: Sequence[PlannedVariant], options: StudyOptions, hooks: Hooks
 ) -> dict[str, RunRecord]:
+    """Every launchable cell's run: one after another on this machine, or with --ray all at once on the
+    cluster (recall_eval.api.cluster_runs: Ray decides which servers run together)."""
     from launchers.executors import open_executor
 
-    with open_executor(options.cluster.ray, options.cluster.ray_node_gpus) as executor:
-        return _run_cells_on(study, planned, options, hooks, executor)
-
-
-def _run_cells_on(
-    study: _Study, planned: Sequence[PlannedVariant], options: StudyOptions, hooks: Hooks, executor: Executor
-) -> dict[str, RunRecord]:
-    """Cell by cell, each cell's server launched by `executor` (this machine, or a Ray cluster)."""
-    runs: dict[str, RunRecord] = {}
-    reuse = not options.rerun
-    for index, (cell, variant) in enumerate(zip(study.manifest.cells, planned, strict=True)):
+    todo: dict[str, int] = {}
+    for index, cell in enumerate(study.manifest.cells):
         if cell.status == "not_launched":
             hooks.note(f"{cell.label}: not launched: {cell.plan.reason}")
-            continue
-        if cell.forced:
-            hooks.note(f"{cell.label}: launched with --force; the plan predicted: {cell.plan.reason}")
-        try:
-            record = obtain_run(variant, hooks, options.request, reuse, executor=executor)
-        except RunInterrupted as stop:
-            study.update(index, status="interrupted", run_dir=relative_run_dir(study.path, stop.run_dir))
-            raise
-        except RunStopped as stop:
-            study.update(
-                index,
-                status="failed",
-                run_dir=relative_run_dir(study.path, stop.run_dir),
-                note=_failed(cell, stop),
-            )
-            hooks.note(f"{cell.label}: failed: {stop}")
-            continue
-        except UserError as err:  # could not start: preflight, launch
-            study.update(index, status="failed", note=_failed(cell, err))
-            hooks.note(f"{cell.label}: failed: {err}")
-            continue
-        note = f"predicted: {cell.plan.reason}; happened: {_happened(record)}" if cell.forced else None
+        else:
+            todo[cell.label] = index
+
+    def one(label: str, own: Hooks, executor: Executor) -> RunRecord | None:
+        return _run_cell(study, todo[label], planned[todo[label]], options, own, executor)
+
+    if options.cluster.ray:
+        from recall_eval.api.cluster_runs import on_cluster_at_once
+
+        records = on_cluster_at_once(list(todo), hooks, options.cluster, one)
+    else:
+        with open_executor(None, None) as executor:
+            records = [one(label, hooks, executor) for label in todo]
+    return {label: record for label, record in zip(todo, records, strict=True) if record is not None}
+
+
+def _run_cell(
+    study: _Study,
+    index: int,
+    variant: PlannedVariant,
+    options: StudyOptions,
+    hooks: Hooks,
+    executor: Executor,
+) -> RunRecord | None:
+    """One cell's run (reused, resumed or from scratch), its state written to study.json; None when it
+    failed (the study goes on without it)."""
+    cell = study.manifest.cells[index]
+    if cell.forced:
+        hooks.note(f"{cell.label}: launched with --force; the plan predicted: {cell.plan.reason}")
+    try:
+        record = obtain_run(variant, hooks, options.request, not options.rerun, executor=executor)
+    except RunInterrupted as stop:
+        study.update(index, status="interrupted", run_dir=relative_run_dir(study.path, stop.run_dir))
+        raise
+    except RunStopped as stop:
         study.update(
             index,
-            status="finished",
-            run_dir=relative_run_dir(study.path, record.path),
-            reused=record.reused,
-            note=note,
+            status="failed",
+            run_dir=relative_run_dir(study.path, stop.run_dir),
+            note=_failed(cell, stop),
         )
-        runs[cell.label] = record
-    return runs
+        hooks.note(f"{cell.label}: failed: {stop}")
+        return None
+    except UserError as err:  # could not start: preflight, launch
+        study.update(index, status="failed", note=_failed(cell, err))
+        hooks.note(f"{cell.label}: failed: {err}")
+        return None
+    note = f"predicted: {cell.plan.reason}; happened: {_happened(record)}" if cell.forced else None
+    study.update(
+        index,
+        status="finished",
+        run_dir=relative_run_dir(study.path, record.path),
+        reused=record.reused,
+        note=note,
+    )
+    return record
 
 
 def _search_cells(
@@ -318,6 +346,7 @@ def study(
         line,
         options.force,
         str(options.grid.lengths) if search else None,
+        ON_RAY if options.cluster.ray and search is None else SEQUENTIAL,
     )
     for cell in study_dir.manifest.cells:
         hooks.note(f"plan {cell.label}: {cell.plan.reason}")

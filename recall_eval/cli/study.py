@@ -105,7 +105,8 @@ def study(
     the cells; recall per length with Wilson intervals; speed and memory per cell; a recommendation.
 
     Each cell is planned first (KV slots, sequences of the longest request at once, fit or not); a cell
-    that does not fit is listed and not launched (--force launches it). Servers run one after another.
+    that does not fit is listed and not launched (--force launches it). Servers run one after another; with --ray all cells
+    start at once on the cluster and Ray decides which servers run together (as compare --ray).
     Running the same study again reuses finished cells and resumes an interrupted one.
 
     Exit codes: 0 finished; 1 could not run; 2 bad input; 4 a cell's recall significantly below the
