@@ -162,10 +162,19 @@ class _Probe:
 class Calibrator:
     """Turns recipes into calibrated Cases with one tokenizer, using (and filling) a cache."""
 
-    def __init__(self, tokenizer: TokenCounter, cache: CalibrationCache | None = None, concurrency: int = 8):
+    def __init__(
+        self,
+        tokenizer: TokenCounter,
+        cache: CalibrationCache | None = None,
+        concurrency: int = 8,
+        keep_prompts: bool = True,
+    ):
         self.tokenizer = tokenizer
         self.cache = cache if cache is not None else CalibrationCache()
         self.concurrency = concurrency
+        # False: each calibrated case drops its messages (Case.without_prompt) and is rendered again when
+        # sent, so a run's memory does not grow with its number of cases (a sweep's cases, not tests')
+        self.keep_prompts = keep_prompts
         self.tokenize_calls = 0
         self._last_tokens: dict[str, tuple[str, list[int]]] = {}
 
@@ -348,16 +357,16 @@ class Calibrator:
                 f"the server refused a {recipe.target_tokens}-token prompt as longer than its context "
                 f"({refusal}); not sent"
             )
-            return case.model_copy(
-                update={"tokenizer": self.tokenizer.name, "too_long": reason}
-            ), tokens_per_word
+            refused = case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason})
+            return self._kept(refused, recipe, recipe.words_guess(tokens_per_word)), tokens_per_word
         case = recipe.render(words)
         measured = await self._count(recipe, words)
         if measured.refused is not None:  # a fixed prompt (sent as it is) the server will not take
             reason = (
                 f"the server refused this prompt as longer than its context ({measured.refused}); not sent"
             )
-            return case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason}), slope
+            refused = case.model_copy(update={"tokenizer": self.tokenizer.name, "too_long": reason})
+            return self._kept(refused, recipe, words), slope
         prompt_tokens = measured.tokens
         start, end = await self._needle_offsets(case)
         self._last_tokens.pop(case.id, None)
@@ -371,7 +380,11 @@ class Calibrator:
                 "tokenizer": self.tokenizer.name,
             }
         )
-        return calibrated, slope
+        return self._kept(calibrated, recipe, words), slope
+
+    def _kept(self, case: Case, form: CaseRecipe, filler_words: int) -> Case:
+        """The case as the caller keeps it: whole, or without its prompt (rendered again when sent)."""
+        return case if self.keep_prompts else case.without_prompt(form, filler_words)
 
     def _not_applicable(self, recipe: CaseRecipe, bare_tokens: int) -> Case:
         case = recipe.render(0)
@@ -382,9 +395,10 @@ class Calibrator:
             f"tokens with no filler, over the {recipe.target_tokens}-token target "
             f"(±{tolerance(recipe.target_tokens)}); not sent"
         )
-        return case.model_copy(
+        marked = case.model_copy(
             update={"prompt_tokens": bare_tokens, "tokenizer": self.tokenizer.name, "not_applicable": reason}
         )
+        return self._kept(marked, recipe, 0)
 
     async def calibrate(
         self,

@@ -293,6 +293,9 @@ class Runner:
         endpoint = client.endpoint.base_url
         await state.ready.wait()
         epoch = state.epoch
+        # the prompt exists from here until this case's result is made: a case calibrated without it
+        # (Calibrator keep_prompts=False) is rendered again now, so memory holds only in-flight prompts
+        case = case.with_prompt()
         self.hooks.on_start(case)
         generation = None
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 # run.json's format (results.jsonl lines follow their run's); recall_eval.migrations brings an older run.json
 # up to it. Bump it with every change to a stored model, with a migration and a test that reads a run
@@ -101,6 +101,24 @@ class Case(_Frozen):
     # the case's own answer budget in tokens (RULER's tokens_to_generate for its task, MRCR's), sent as
     # max_tokens when the run takes per-case budgets (RunSpec.case_budgets); None: the run's max_tokens
     max_tokens: int | None = None
+    # a case kept without its prompt (run memory stays bounded in the number of cases): the recipe form
+    # and filler size that render its messages again, just before it is sent (see without_prompt)
+    _source: tuple[CaseRecipe, int] | None = PrivateAttr(default=None)
+
+    def without_prompt(self, form: CaseRecipe, filler_words: int) -> Case:
+        """This case with messages () that with_prompt() renders again from `form` at `filler_words`
+        (deterministic: the same bytes as calibration measured)."""
+        light = self.model_copy(update={"messages": ()})
+        light._source = (form, filler_words)
+        return light
+
+    def with_prompt(self) -> Case:
+        """The case with its messages: itself when it kept them, else rendered again from its recipe (a
+        new object the caller drops after sending, so no prompt outlives its request)."""
+        if self._source is None or self.messages:
+            return self
+        form, filler_words = self._source
+        return self.model_copy(update={"messages": form.render(filler_words).messages})
 
 
 @runtime_checkable

@@ -145,9 +145,10 @@ class FillerText:
     def __init__(self, seed: int | str):
         self.seed = seed
         self._rng = derive_rng("filler", seed)
-        self._words: list[str] = []  # words with their punctuation
-        self._seps: list[str] = []  # separator before each word (" " or PARAGRAPH_BREAK)
+        # the stream is kept only as its joined text and offsets (no per-word string objects: a run keeps
+        # one stream per seed and trial, for rendering each prompt again when it is sent)
         self._starts: list[int] = []  # word index of each sentence's first word
+        self._breaks: set[int] = set()  # word indices preceded by PARAGRAPH_BREAK (the others by a space)
         self._left_in_paragraph = 0
         self._text = ""  # separator + word for every word so far (the first separator included)
         self._ends = array("q")  # offset in _text where each word ends
@@ -155,27 +156,25 @@ class FillerText:
 
     def _grow(self, n: int) -> None:
         with self._lock:
-            while len(self._words) < n:
+            count = len(self._ends)
+            pieces: list[str] = []  # separator + word of each new word
+            while count < n:
                 sep = " "
                 if self._left_in_paragraph == 0:
                     self._left_in_paragraph = self._rng.randint(3, 7)
                     sep = PARAGRAPH_BREAK
+                    self._breaks.add(count)
                 self._left_in_paragraph -= 1
                 sentence = make_sentence(self._rng).split()
-                self._starts.append(len(self._words))
-                self._words.extend(sentence)
-                self._seps.append(sep)
-                self._seps.extend(" " * (len(sentence) - 1))
-            self._join(len(self._ends))
-
-    def _join(self, joined: int) -> None:
-        """Append the words from index `joined` on to _text and their end offsets to _ends."""
-        if joined == len(self._words):
-            return
-        pieces = [s + w for s, w in zip(self._seps[joined:], self._words[joined:], strict=True)]
-        self._ends.extend(accumulate(map(len, pieces), initial=len(self._text)))
-        self._ends.pop(joined)  # the initial offset: where the first new piece starts
-        self._text += "".join(pieces)
+                self._starts.append(count)
+                pieces.append(sep + sentence[0])
+                pieces.extend(" " + word for word in sentence[1:])
+                count += len(sentence)
+            if pieces:
+                joined = len(self._ends)
+                self._ends.extend(accumulate(map(len, pieces), initial=len(self._text)))
+                self._ends.pop(joined)  # the initial offset: where the first new piece starts
+                self._text += "".join(pieces)
 
     def words(self, n: int) -> str:
         """Exactly the first n words (a prefix of words(n + 1))."""
@@ -186,7 +185,8 @@ class FillerText:
         if stop <= start:
             return ""
         self._grow(stop)
-        return self._text[self._ends[start] - len(self._words[start]) : self._ends[stop - 1]]
+        first = (self._ends[start - 1] if start else 0) + len(self._separator(start))
+        return self._text[first : self._ends[stop - 1]]
 
     def closed_span(self, start: int, stop: int) -> str:
         """span(start, stop), with the sentence cut at `stop` closed by a full stop.
@@ -204,7 +204,10 @@ class FillerText:
     def separator_before(self, index: int) -> str:
         """The separator that precedes word `index` in the stream (PARAGRAPH_BREAK or a space)."""
         self._grow(index + 1)
-        return self._seps[index]
+        return self._separator(index)
+
+    def _separator(self, index: int) -> str:
+        return PARAGRAPH_BREAK if index in self._breaks else " "
 
     def is_sentence_start(self, index: int) -> bool:
         self._grow(index + 1)

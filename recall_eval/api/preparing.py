@@ -266,7 +266,7 @@ async def _calibrate(
     progress.start_calibration(len(to_calibrate))
     started = time.perf_counter()
     try:
-        calibrated = await Calibrator(tokenizer, cache).calibrate(
+        calibrated = await Calibrator(tokenizer, cache, keep_prompts=False).calibrate(
             fits, only=to_calibrate, on_done=progress.calibrated
         )
     except (UntrustedCounts, CountingFailed) as untrusted:
@@ -277,7 +277,7 @@ async def _calibrate(
         )
         tokenizer = await _estimated_lengths(store, reached.adaptations, why, writes)
         progress.start_calibration(len(to_calibrate))
-        calibrated = await Calibrator(tokenizer, cache).calibrate(
+        calibrated = await Calibrator(tokenizer, cache, keep_prompts=False).calibrate(
             fits, only=to_calibrate, on_done=progress.calibrated
         )
     await asyncio.to_thread(cache.save, store.path)

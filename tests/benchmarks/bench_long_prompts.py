@@ -1,6 +1,7 @@
 """The harness's own cost with very long prompts (a benchmark, not a test: prints two tables).
 
     python -m tests.benchmarks.bench_long_prompts [--requests 128] [--concurrency 64] [--reference]
+        [--keep-prompts]
 
 1. One 1,048,576-token needle case (depth 50), then three (depths 0, 50, 100, one build), built and
    calibrated: with the offline tiktoken counter, and with /v1/tokenize of tests/benchmarks/
@@ -15,7 +16,9 @@
    work: the union of its requests' serving intervals (its busy time; GET /stats). An instant server is
    busy for little more than the transfers, so the ratio printed is the harness's CPU per request against
    that, and the break-even: the busy time per request a server must spend for the harness to stay
-   under 1% of it (100 x the harness's CPU per request).
+   under 1% of it (100 x the harness's CPU per request). Calibrated cases drop their prompts and are
+   rendered again when sent, as a sweep's are; --keep-prompts keeps every prompt from calibration to
+   the run's end (as before), to compare the peak RSS.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ async def million_table(base_url: str, reference_url: str | None) -> Table:
     return table
 
 
-async def long_run(base_url: str, requests: int, concurrency: int) -> Table:
+async def long_run(base_url: str, requests: int, concurrency: int, keep_prompts: bool = False) -> Table:
     depths = [round(100 * i / 15, 2) for i in range(16)]
     trials = -(-requests // len(depths))
     endpoint = Endpoint(base_url=base_url, model="instant")
@@ -116,7 +119,8 @@ async def long_run(base_url: str, requests: int, concurrency: int) -> Table:
         recipes = suites.build_recipes("needle", [LONG], depths, trials, 0)[:requests]
         rows.append(("build", time.process_time() - cpu, time.perf_counter() - wall))
         cpu, wall = time.process_time(), time.perf_counter()
-        cases = await Calibrator(ServerTokenizer(endpoint, http)).calibrate(recipes)
+        calibrator = Calibrator(ServerTokenizer(endpoint, http), keep_prompts=keep_prompts)
+        cases = await calibrator.calibrate(recipes)
         rows.append(("calibrate (/v1/tokenize)", time.process_time() - cpu, time.perf_counter() - wall))
         rss_calibrated = peak_rss_mib()
         tokenize_stats = (await http.get(f"{base_url}/stats")).json()["tokenize"]
@@ -160,7 +164,8 @@ async def long_run(base_url: str, requests: int, concurrency: int) -> Table:
     table.caption = (
         f"harness < 1% of server time when the server is busy >= {total_cpu / requests * 100:.1f} s per "
         f"{LONG:,}-token request (100 x the harness's CPU per request); peak RSS {peak_rss_mib():.0f} MiB "
-        f"({rss_calibrated:.0f} MiB after calibration: every calibrated case holds its prompt until the run ends)"
+        f"({rss_calibrated:.0f} MiB after calibration; "
+        f"{'every case holds its prompt until the run ends' if keep_prompts else 'prompts rendered when sent'})"
     )
     return table
 
@@ -175,6 +180,9 @@ def main() -> None:
         "--reference", action="store_true", help="also calibrate against the reference server"
     )
     parser.add_argument("--only", choices=("million", "long"), help="print one table")
+    parser.add_argument(
+        "--keep-prompts", action="store_true", help="calibrated cases keep their prompts (the old peak RSS)"
+    )
     args = parser.parse_args()
     console = Console(width=170)
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as logs:
@@ -191,7 +199,9 @@ def main() -> None:
         if args.only != "long":
             console.print(event_loop.run(million_table(server.base_url, reference_url)))
         if args.only != "million":
-            console.print(event_loop.run(long_run(server.base_url, args.requests, args.concurrency)))
+            console.print(
+                event_loop.run(long_run(server.base_url, args.requests, args.concurrency, args.keep_prompts))
+            )
 
 
 if __name__ == "__main__":

@@ -37,14 +37,18 @@ def test_words_returns_exactly_n_words_and_is_a_prefix_stream() -> None:
 def test_a_span_is_its_words_joined_with_their_separators() -> None:
     """span() slices the joined stream: the same text as joining the words, wherever the stream was
     grown (in one go or in steps, spans crossing the points where it grew)."""
+    whole = FillerText(5).words(9_000)  # grown in one go; its words found again by whitespace
+    words = [match.span() for match in re.finditer(r"\S+", whole)]
+    assert len(words) == 9_000
     filler = FillerText(5)
     for grown in (7, 130, 131, 2_000, 9_000):
         filler.words(grown)
         for start, stop in ((0, grown), (1, grown), (grown // 2, grown), (3, 4), (grown - 1, grown)):
-            expected = filler._words[start] + "".join(
-                filler._seps[i] + filler._words[i] for i in range(start + 1, stop)
-            )
+            expected = whole[words[start][0] : words[stop - 1][1]]
             assert filler.span(start, stop) == expected, (start, stop)
+            assert filler.separator_before(stop - 1) == (
+                whole[words[stop - 2][1] : words[stop - 1][0]] if stop > 1 else filler.separator_before(0)
+            )
     assert filler.span(4, 4) == "" and filler.span(9, 3) == ""
 
 
