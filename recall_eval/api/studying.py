@@ -310,6 +310,13 @@ def study(
     cost = _check_cost(options.cost)
     hooks = hooks or Hooks()
     search = parse_search(str(options.grid.lengths)) if is_search(options.grid.lengths) else None
+    if search is not None and options.cluster.ray:
+        # a cliff search launches each cell's servers itself, one length batch after another, on this
+        # machine: refused rather than silently not placed on the cluster
+        raise BadInput(
+            "--lengths search: runs each cell's search on this machine and cannot place it on a Ray "
+            "cluster: drop --ray, or give --lengths a list to run the cells at once on the cluster"
+        )
     grid = dataclasses.replace(options.grid, lengths=str(search.high)) if search else options.grid
     spec = build_spec(grid, options.request)
     check_lengths_of(spec)

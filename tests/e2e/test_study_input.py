@@ -32,3 +32,16 @@ def test_bad_study_input_is_one_line_and_starts_nothing(args: list[str], names: 
     (line,) = error_lines(done)
     assert names in line
     assert not runs_home().exists() or not any(runs_home().iterdir())
+
+
+def test_a_search_study_is_not_silently_kept_off_the_cluster() -> None:
+    """--lengths search: runs each cell's search on this machine: with --ray it is refused, not run locally
+    while the user believes it is placed on the cluster (no Ray is reached: the refusal comes first)."""
+    done = run_cli(
+        "study", "--axis", "topk=4,64", "--lengths", "search:128..1024:2", "--ray", "127.0.0.1:9",
+        "--depths", "50", "--trials", "1", timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = error_lines(done)
+    assert "--lengths search: runs each cell's search on this machine" in line and "drop --ray" in line
+    assert not runs_home().exists() or not any(runs_home().iterdir())
