@@ -6,7 +6,6 @@ built here with SGLang's prepare_server_args.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections import Counter
@@ -180,10 +179,4 @@ def rank_server_spec(profile: Profile, nnodes: int, node_rank: int, dist_init_ad
     Rank 0 serves HTTP; the other ranks only join the group, so they are no endpoint."""
     spec = single_server_spec(profile)
     flags = ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--dist-init-addr", dist_init_addr]
-    return dataclasses.replace(
-        spec,
-        name="main" if node_rank == 0 else f"rank{node_rank}",
-        role="main" if node_rank == 0 else "worker",
-        argv=(*spec.argv, *flags),
-        is_endpoint=node_rank == 0,
-    )
+    return spec.as_rank(node_rank, flags)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from collections.abc import Mapping
@@ -54,6 +55,17 @@ class LaunchSpec:
             else:
                 assignments.append(f"{key}={shlex.quote(value)}")
         return " ".join([*assignments, shlex.join(redactor.argv(self.argv))])
+
+    def as_rank(self, node_rank: int, flags: list[str]) -> LaunchSpec:
+        """This process as one node's rank of a multi-node server: rank 0 is the endpoint ("main"), the
+        others only join the group ("rankN" workers); `flags` are the engine's own multi-node flags."""
+        return dataclasses.replace(
+            self,
+            name="main" if node_rank == 0 else f"rank{node_rank}",
+            role="main" if node_rank == 0 else "worker",
+            argv=(*self.argv, *flags),
+            is_endpoint=node_rank == 0,
+        )
 
     def short_line(self) -> str:
         """The argv for a one-line banner: the program by its name, no env (command_line has both);

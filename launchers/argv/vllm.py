@@ -11,7 +11,6 @@ Tests parse the argv built here with vLLM's own parser (launchers/kinds/vllm.py)
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -85,10 +84,4 @@ def rank_vllm_spec(profile: Profile, nnodes: int, node_rank: int, dist_init_addr
     ]
     if node_rank > 0:
         flags.append("--headless")
-    return dataclasses.replace(
-        spec,
-        name="main" if node_rank == 0 else f"rank{node_rank}",
-        role="main" if node_rank == 0 else "worker",
-        argv=(*spec.argv, *flags),
-        is_endpoint=node_rank == 0,
-    )
+    return spec.as_rank(node_rank, flags)
