@@ -41,9 +41,8 @@ def _second_allocation_faults(mode: str) -> int:
 
 
 def test_freed_memory_is_reused_without_page_faults():
-    assert _second_allocation_faults("keep") < FEW
-
-
-def test_the_default_allocator_faults_the_block_in_again():
-    """The check above can fail: without the settings the second prefill faults its pages in again."""
-    assert _second_allocation_faults("default") > 4 * FEW
+    """With the settings a second prefill faults in a small fraction of what the default allocator faults
+    in again (a ratio, not a fixed page count: a busy machine adds a few thousand faults to either)."""
+    default = _second_allocation_faults("default")
+    assert default > 4 * FEW  # the probe can fail: without the settings the pages are faulted in anew
+    assert _second_allocation_faults("keep") * 4 < default
