@@ -4,7 +4,7 @@ By default glibc serves every allocation over its mmap threshold (at most 32 MiB
 unmaps it on free, so each prefill faults in and zeroes its activations anew: a 22,597-token prefill
 took ~600,000 minor page faults and ~1.6 s of system time (about a quarter of its CPU) on the 2-core
 machine. With one arena (every thread allocates from the main heap), no mmap for large blocks, a high trim
-threshold and 64 MiB of slack per heap extension, the heap keeps its pages between requests and a
+threshold and 256 MiB of slack per heap extension, the heap keeps its pages between requests and a
 second prefill faults none (tests/launchers/reference/test_allocator.py):
 the same tokens out, ~25-30% less CPU (tests/benchmarks/bench_reference_cpu.py). The heap stays at its
 peak size between requests (the peak itself is unchanged); RLIMIT_DATA (--memory-limit-gb) still caps
@@ -24,7 +24,7 @@ _M_ARENA_MAX = -8
 TRIM_THRESHOLD_BYTES = 1 << 30  # free memory at the heap's top kept up to this much
 # each heap extension takes this much more: a 64-byte-aligned tensor asks for a little more than the
 # block freed before it, and without slack every such request extended the heap (and faulted) again
-TOP_PAD_BYTES = 64 << 20
+TOP_PAD_BYTES = 256 << 20
 
 
 def keep_freed_memory() -> bool:
@@ -42,6 +42,6 @@ def keep_freed_memory() -> bool:
         (_M_ARENA_MAX, 1),
         (_M_MMAP_MAX, 0),
         (_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES),
-        (-2, 256 << 20),
+        (_M_TOP_PAD, TOP_PAD_BYTES),
     )
     return all(mallopt(parameter, value) == 1 for parameter, value in settings)
