@@ -96,6 +96,22 @@ def alive_actors(address: str) -> int:
     return int(done.stdout.strip().splitlines()[-1])
 
 
+MID_RUN_GRID = ["--lengths", "338,700", "--depths", "25,50,75", "--trials", "2", "--max-tokens", "4"]
+
+
+def compare_mid_run(cluster: LoopbackCluster, home: Path) -> tuple[subprocess.Popen, float]:
+    """`compare fp8 bf16 --ray` started and waited on until a server answered and a result is stored;
+    the driver and the 300 s deadline it was given."""
+    driver = start_cli("compare", "fp8", "bf16", *MID_RUN_GRID, "--ray", cluster.address, home=home)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if any(path.stat().st_size > 0 for path in home.glob("*/results.jsonl")):
+            return driver, deadline
+        assert driver.poll() is None, driver.communicate()[0][-3000:]
+        time.sleep(0.2)
+    pytest.fail("no result was stored in 300 s")
+
+
 def test_compare_on_ray_overlaps_and_matches_the_local_compare(
     ray_cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
@@ -135,16 +151,7 @@ def test_sigkill_of_the_driver_leaves_nothing_and_the_compare_resumes(
     ray_cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
     home = tmp_path / "runs"
-    more = ["--lengths", "338,700", "--depths", "25,50,75", "--trials", "2", "--max-tokens", "4"]
-    driver = start_cli("compare", "fp8", "bf16", *more, "--ray", ray_cluster.address, home=home)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # mid-run: a server answered and a result is stored
-        if any(path.stat().st_size > 0 for path in home.glob("*/results.jsonl")):
-            break
-        assert driver.poll() is None, driver.communicate()[0][-3000:]
-        time.sleep(0.2)
-    else:
-        pytest.fail("no result was stored in 300 s")
+    driver, deadline = compare_mid_run(ray_cluster, home)
     servers: list[psutil.Process] = []
     while time.monotonic() < deadline and len(servers) < 2:  # both servers up (placed at once)
         servers = listening(server_ports(home))
@@ -165,7 +172,9 @@ def test_sigkill_of_the_driver_leaves_nothing_and_the_compare_resumes(
     run_lines = [line for line in listed.stdout.splitlines() if "fp8" in line or "bf16" in line]
     assert run_lines and all("interrupted" in line for line in run_lines), listed.stdout
 
-    done = run_cli("compare", "fp8", "bf16", *more, "--ray", ray_cluster.address, home=home, timeout=420)
+    done = run_cli(
+        "compare", "fp8", "bf16", *MID_RUN_GRID, "--ray", ray_cluster.address, home=home, timeout=420
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming run" in done.stderr
     manifest = json.loads((Path(done.stdout.strip().splitlines()[-1]).parent / "compare.json").read_text())
@@ -203,12 +212,7 @@ def test_ctrl_c_of_the_driver_stops_every_server_and_leaves_the_runs_resumable(
     ray_cluster: LoopbackCluster, tmp_path: Path
 ) -> None:
     home = tmp_path / "runs"
-    more = ["--lengths", "338,700", "--depths", "25,50,75", "--trials", "2", "--max-tokens", "4"]
-    driver = start_cli("compare", "fp8", "bf16", *more, "--ray", ray_cluster.address, home=home)
-    deadline = time.monotonic() + 300
-    while not any(path.stat().st_size > 0 for path in home.glob("*/results.jsonl")):
-        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()[0][-3000:]
-        time.sleep(0.2)
+    driver, _ = compare_mid_run(ray_cluster, home)
     servers = listening(server_ports(home))
     driver.send_signal(signal.SIGINT)
     out, _ = driver.communicate(timeout=120)
