@@ -193,7 +193,8 @@ def verdict(
 @dataclass(frozen=True)
 class Regression:
     """A variant whose recall is significantly lower than the baseline's (the first variant's) on the
-    paired cases of a suite (or overall): the compare report's exact McNemar test, p below its alpha."""
+    paired cases of a suite (or overall): the compare report's exact McNemar test, its Holm-adjusted p
+    (over every test of the compare) below the alpha."""
 
     variant: str
     baseline: str
@@ -204,12 +205,15 @@ class Regression:
     gained: int
     p_value: float
     alpha: float
+    p_adjusted: float | None = None  # Holm over the compare's `family` tests; None: a family of one
+    family: int = 1
 
     def line(self) -> str:
         return (
             f"variant {self.variant}, {self.suite}: recall {self.recall_baseline:.3f} -> "
             f"{self.recall_variant:.3f} against {self.baseline}, {self.lost} pass->miss and {self.gained} "
-            f"miss->pass on paired cases, exact McNemar p = {self.p_value:.2g} < {self.alpha:g} (--fail-on-regression)"
+            f"miss->pass on paired cases, exact McNemar p = {self.p_value:.2g}"
+            f"{_holm_text(self.p_adjusted, self.family)} < {self.alpha:g} (--fail-on-regression)"
         )
 
 
@@ -217,19 +221,29 @@ class Regression:
 class ScoreRegression:
     """A variant whose scores are significantly lower than the baseline's on the paired cases of a scored
     suite (or of every scored suite): the compare report's mean score difference and Wilcoxon
-    signed-rank test (recall_eval.stats.ScoredPairedTest), p below its alpha."""
+    signed-rank test (recall_eval.stats.ScoredPairedTest), its Holm-adjusted p below the alpha."""
 
     variant: str
     baseline: str
     suite: str  # a scored suite's name, or "overall"
     test: ScoredPairedTest
     alpha: float
+    p_adjusted: float | None = None  # Holm over the compare's `family` tests; None: a family of one
+    family: int = 1
 
     def line(self) -> str:
+        holm = _holm_text(self.p_adjusted, self.family)
         return (
-            f"variant {self.variant}, {self.suite}: {score_change_text(self.test)} against {self.baseline}, "
-            f"p < {self.alpha:g} (--fail-on-regression)"
+            f"variant {self.variant}, {self.suite}: {score_change_text(self.test)} against {self.baseline}"
+            f"{holm or ', p'} < {self.alpha:g} (--fail-on-regression)"
         )
+
+
+def _holm_text(p_adjusted: float | None, family: int) -> str:
+    """How a regression line names the multiple-testing correction: nothing for a family of one."""
+    if p_adjusted is None or family <= 1:
+        return ""
+    return f", Holm-adjusted p over {family} tests = {p_adjusted:.2g}"
 
 
 def compare_verdict(

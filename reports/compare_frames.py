@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -21,6 +22,7 @@ from recall_eval.placement_store import lifetime, read_placements, shared_nodes
 from recall_eval.stats import (
     PairedTest,
     ScoredPairedTest,
+    holm_adjust,
     matched,
     median_change_ci,
     median_sign_test,
@@ -268,6 +270,9 @@ class PairFrame:
     scored_overall: ScoredPairedTest | None = None
     scored_by_suite: dict[str, ScoredPairedTest] = field(default_factory=dict)
     scored_by_length: dict[int, ScoredPairedTest] = field(default_factory=dict)
+    # Holm-adjusted p of the pass/miss tests per suite ("suite:NAME") and per length ("length:N"), each
+    # family adjusted apart: a table of many lengths shows some p < 0.05 by chance, the adjusted p does not
+    p_holm: dict[str, float] = field(default_factory=dict)
     throughput_change: dict[str, float | None] = field(default_factory=dict)  # metric -> % change of medians
     speed_changes: dict[str, SpeedChange] = field(default_factory=dict)  # metric -> case-by-case change
     interleaved: bool = False  # both runs interleaved on live servers: a paired speed test is allowed
@@ -288,6 +293,12 @@ def _split(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(pass/miss suites' rows, scored suites' rows): a metric grades the scored ones."""
     scored = frame["metric"].notna()
     return frame[~scored], frame[scored]
+
+
+def _holm_by_scope(kind: str, tests: dict[Any, PairedTest]) -> dict[str, float]:
+    """Holm over one family of a pair's tests, keyed "KIND:KEY" as the report's scopes are."""
+    adjusted = holm_adjust([test.p_value for test in tests.values()])
+    return {f"{kind}:{key}": p for key, p in zip(tests, adjusted, strict=True)}
 
 
 def placement_of(a_dir: Path, b_dir: Path) -> str | None:
@@ -313,12 +324,15 @@ def pair_frame(
     have been interleaved with some other run."""
     (plain_a, scored_a), (plain_b, scored_b) = _split(a_run.frame), _split(b_run.frame)
     any_scored = len(scored_a) > 0 or len(scored_b) > 0
+    by_suite = paired_tests_by(plain_a, plain_b, "suite", list(a.grids), paired_test)
+    by_length = paired_tests_by(plain_a, plain_b, "target_tokens", None, paired_test)
     return PairFrame(
         a=a,
         b=b,
         overall=paired_test(plain_a, plain_b),
-        by_suite=paired_tests_by(plain_a, plain_b, "suite", list(a.grids), paired_test),
-        by_length=paired_tests_by(plain_a, plain_b, "target_tokens", None, paired_test),
+        by_suite=by_suite,
+        by_length=by_length,
+        p_holm=_holm_by_scope("suite", by_suite) | _holm_by_scope("length", by_length),
         scored_overall=scored_paired_test(scored_a, scored_b) if any_scored else None,
         scored_by_suite=paired_tests_by(scored_a, scored_b, "suite", list(a.grids), scored_paired_test),
         scored_by_length=paired_tests_by(scored_a, scored_b, "target_tokens", None, scored_paired_test),

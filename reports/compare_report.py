@@ -83,7 +83,10 @@ def suite_panels(data: CompareFrames) -> list[SuitePanel]:
     return panels
 
 
-def _test_dict(test: PairedTest) -> dict[str, Any]:
+def _test_dict(test: PairedTest, p_holm: float | None = None) -> dict[str, Any]:
+    """A pass/miss paired test as compare.json stores it; p_holm: Holm over its family (the pair's
+    suites, or its lengths), absent for the overall test."""
+    extra = {} if p_holm is None else {"p_holm": p_holm}
     return {
         "paired": test.paired,
         "both_pass": test.both_pass,
@@ -93,7 +96,7 @@ def _test_dict(test: PairedTest) -> dict[str, Any]:
         "excluded_infra": test.excluded_infra,
         "unpaired": test.unpaired,
         "p_value": test.p_value,
-    }
+    } | extra
 
 
 def scored_test_dict(test: ScoredPairedTest) -> dict[str, Any]:
@@ -166,8 +169,13 @@ def numbers(data: CompareFrames) -> dict[str, Any]:
             "a": pair.a.label,
             "b": pair.b.label,
             "overall": _test_dict(pair.overall),
-            "by_suite": {suite: _test_dict(test) for suite, test in pair.by_suite.items()},
-            "by_length": {str(n): _test_dict(test) for n, test in pair.by_length.items()},
+            "by_suite": {
+                suite: _test_dict(test, pair.p_holm.get(f"suite:{suite}"))
+                for suite, test in pair.by_suite.items()
+            },
+            "by_length": {
+                str(n): _test_dict(test, pair.p_holm.get(f"length:{n}")) for n, test in pair.by_length.items()
+            },
             # scored suites: mean score difference with its t interval, Wilcoxon signed-rank
             "scored": None
             if pair.scored_overall is None

@@ -2,7 +2,7 @@
 --fail-on-regression against the first variant.
 
 The regression tests are the compare report's own, per suite as the report's tables show them, at the
-one alpha (recall_eval.stats.SIGNIFICANCE): the exact McNemar test on paired cases of pass/miss suites
+one alpha (recall_eval.stats.SIGNIFICANCE) after the Holm correction over every test of the compare: the exact McNemar test on paired cases of pass/miss suites
 (recall_eval.stats.paired_test), so the gate fails exactly where the report says "loses recall", and
 for scored suites the Wilcoxon signed-rank test on the per-case score differences
 (recall_eval.stats.scored_paired_test), failing where the report says "scores lower".
@@ -25,7 +25,14 @@ from recall_eval.exit_codes import (
     parse_fail_under,
 )
 from recall_eval.frame import without_baselines
-from recall_eval.stats import SIGNIFICANCE, ScoredPairedTest, paired_test, recall_table, scored_paired_test
+from recall_eval.stats import (
+    SIGNIFICANCE,
+    ScoredPairedTest,
+    holm_adjust,
+    paired_test,
+    recall_table,
+    scored_paired_test,
+)
 
 OVERALL = "overall"
 
@@ -75,37 +82,53 @@ def scored_comparisons(
 
 def regressions(labels: Sequence[str], runs: Sequence[RunRecord]) -> list[Regression | ScoreRegression]:
     """Each later variant against the first: per suite (and overall, when there are several suites of a
-    kind), where the paired test says it loses: for pass/miss suites exact McNemar (p below the
-    report's alpha, more pass->miss flips), for scored suites the Wilcoxon signed-rank test on the
-    score differences (p below the alpha, mean difference below 0)."""
+    kind), where the paired test says it loses: for pass/miss suites exact McNemar (more pass->miss
+    flips), for scored suites the Wilcoxon signed-rank test on the score differences (mean difference
+    below 0). Every test of the compare (each variant, each scope, both kinds) is one family: a loss counts
+    when its Holm-adjusted p is below the alpha, so a compare of many suites and variants that are all as
+    good as the baseline still fails --fail-on-regression with chance at most alpha."""
     baseline = runs[0].frame
     plain, _ = _scopes(baseline, runs[0].run.spec.suites)
     scopes = [(suite, [suite]) for suite in plain] + ([(OVERALL, plain)] if len(plain) > 1 else [])
-    found: list[Regression | ScoreRegression] = []
-    for label, run in zip(labels[1:], runs[1:], strict=True):
-        frame = run.frame
-        for scope, suites in scopes:
-            a, b = _scope(baseline, suites), _scope(frame, suites)
-            test = paired_test(a, b)
-            if test.p_value < SIGNIFICANCE and test.lost > test.gained:
-                found.append(
-                    Regression(
-                        variant=label,
-                        baseline=labels[0],
-                        suite=scope,
-                        recall_baseline=_recall(a),
-                        recall_variant=_recall(b),
-                        lost=test.lost,
-                        gained=test.gained,
-                        p_value=test.p_value,
-                        alpha=SIGNIFICANCE,
-                    )
-                )
-    found += [
-        ScoreRegression(variant=label, baseline=labels[0], suite=scope, test=test, alpha=SIGNIFICANCE)
-        for label, scope, test in scored_comparisons(labels, runs)
-        if test.lower_at(SIGNIFICANCE)
+    plain_tests = [
+        (label, scope, _scope(baseline, suites), _scope(run.frame, suites))
+        for label, run in zip(labels[1:], runs[1:], strict=True)
+        for scope, suites in scopes
     ]
+    paired = [paired_test(a, b) for _, _, a, b in plain_tests]
+    scored = scored_comparisons(labels, runs)
+    adjusted = holm_adjust([test.p_value for test in paired] + [test.p_value for _, _, test in scored])
+    found: list[Regression | ScoreRegression] = []
+    for (label, scope, a, b), test, p_holm in zip(plain_tests, paired, adjusted, strict=False):
+        if p_holm < SIGNIFICANCE and test.lost > test.gained:
+            found.append(
+                Regression(
+                    variant=label,
+                    baseline=labels[0],
+                    suite=scope,
+                    recall_baseline=_recall(a),
+                    recall_variant=_recall(b),
+                    lost=test.lost,
+                    gained=test.gained,
+                    p_value=test.p_value,
+                    alpha=SIGNIFICANCE,
+                    p_adjusted=p_holm,
+                    family=len(adjusted),
+                )
+            )
+    for (label, scope, test), p_holm in zip(scored, adjusted[len(paired) :], strict=True):
+        if p_holm < SIGNIFICANCE and test.mean_diff is not None and test.mean_diff < 0:
+            found.append(
+                ScoreRegression(
+                    variant=label,
+                    baseline=labels[0],
+                    suite=scope,
+                    test=test,
+                    alpha=SIGNIFICANCE,
+                    p_adjusted=p_holm,
+                    family=len(adjusted),
+                )
+            )
     return found
 
 

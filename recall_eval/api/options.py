@@ -505,8 +505,9 @@ class CompareOptions:
     fail_on_regression: bool = option(
         "--fail-on-regression",
         "exit 4 when a variant's recall is significantly lower than the first variant's on the same cases "
-        "(the report's exact McNemar test, p < 0.05), per suite; for a scored suite (RULER, mrcr, files) "
-        "its scores (Wilcoxon signed-rank on the per-case differences, p < 0.05). Put the baseline first",
+        "(the report's exact McNemar test), per suite; for a scored suite (RULER, mrcr, files) "
+        "its scores (Wilcoxon signed-rank on the per-case differences); p < 0.05 after Holm's correction over "
+        "every test of the compare. Put the baseline first",
         cli=bool,
         default=False,
     )

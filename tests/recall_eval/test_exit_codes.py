@@ -128,12 +128,31 @@ def test_regressions_use_the_reports_paired_test_per_suite_and_overall():
     assert needle.p_value == mcnemar_exact(12, 0) and needle.alpha == 0.05
     assert needle.line() == (
         "variant B, needle: recall 1.000 -> 0.000 against A, 12 pass->miss and 0 miss->pass on paired "
-        f"cases, exact McNemar p = {mcnemar_exact(12, 0):.2g} < 0.05 (--fail-on-regression)"
+        f"cases, exact McNemar p = {mcnemar_exact(12, 0):.2g}, Holm-adjusted p over 3 tests = "
+        f"{3 * mcnemar_exact(12, 0):.2g} < 0.05 (--fail-on-regression)"
     )
     assert regressions(["B", "A"], [broken, base]) == []  # a gain is not a regression
     few = record(results("needle", 7, 5), results("config", 6, 0))  # 5 flips: p = 0.0625
     assert regressions(["A", "C"], [base, few]) == []
     assert regressions(["A", "A2"], [base, base]) == []
+
+
+def test_regressions_are_judged_after_holm_over_every_test_of_the_compare():
+    # 6 pass->miss of 12 needles: exact McNemar p = 1/32, below 0.05 alone
+    alone_base, alone_half = record(results("needle", 12, 0)), record(results("needle", 6, 6))
+    (alone,) = regressions(["A", "B"], [alone_base, alone_half])
+    assert alone.p_value == mcnemar_exact(6, 0) < 0.05 and alone.line().endswith(
+        f"p = {mcnemar_exact(6, 0):.2g} < 0.05 (--fail-on-regression)"
+    )  # a family of one: no correction named
+    # the same loss beside an unchanged suite: needle, config and overall are 3 tests, and Holm lifts
+    # the two p = 1/32 to 2/32 and 3/32, above the alpha: a compare of 3 tests is not a regression there
+    base = record(results("needle", 12, 0), results("config", 6, 0))
+    half = record(results("needle", 6, 6), results("config", 6, 0))
+    assert regressions(["A", "B"], [base, half]) == []
+    # a second variant adds its own tests to the family: a clear loss still counts
+    broken = record(results("needle", 0, 12), results("config", 6, 0))
+    found = regressions(["A", "B", "C"], [base, half, broken])
+    assert [(r.variant, r.suite, r.family) for r in found] == [("C", "needle", 6), ("C", "overall", 6)]
 
 
 def test_gate_compare_fails_on_a_regression_only_when_asked():
@@ -188,7 +207,8 @@ def test_scored_suites_regress_on_their_scores_and_pass_miss_ones_on_mcnemar():
     assert drop.test.p_value == pytest.approx(2 / 2**8) and drop.test.mean_diff == pytest.approx(-0.5)
     assert drop.line() == (
         "variant B, vt: mean score 100.0 → 50.0 (-50.0), 0 higher / 8 lower of 8 paired cases, "
-        "Wilcoxon signed-rank p = 0.0078 (n = 8) against A, p < 0.05 (--fail-on-regression)"
+        "Wilcoxon signed-rank p = 0.0078 (n = 8) against A, Holm-adjusted p over 4 tests = 0.031 < 0.05 "
+        "(--fail-on-regression)"
     )
     # both scored suites dropping: each, and the scored cases together ("overall"); no McNemar line
     worse = record(results("needle", 12, 0), _scored("vt", [0.5] * 8), _scored("cwe", [0.0] * 8))

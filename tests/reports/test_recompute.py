@@ -308,6 +308,17 @@ def _mcnemar(a: pd.DataFrame, b: pd.DataFrame) -> dict:
             "gained": gained, "lost": lost, "p": p, "excluded": len(both) - len(live)}  # fmt: skip
 
 
+def _holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment written out from its definition (Holm 1979), apart from the tool's:
+    the k-th smallest of m p-values times (m - k + 1), made non-decreasing in that order, capped at 1."""
+    ranked = sorted(p_values, key=p_values.get)
+    adjusted, running = {}, 0.0
+    for k, scope in enumerate(ranked):
+        running = max(running, min(1.0, (len(ranked) - k) * p_values[scope]))
+        adjusted[scope] = running
+    return adjusted
+
+
 def test_compare_variants_and_suites(compared: dict) -> None:
     dom = compared["compare"]
     for row in dom.find_all("tr", cls="variant-row"):
@@ -360,12 +371,20 @@ def test_compare_recall_by_length_and_paired_tests(compared: dict) -> None:
     scopes |= {f"length:{n}": (a[a["target_tokens"] == n], b[b["target_tokens"] == n]) for n in LENGTHS}
     rows = dom.by_id("paired-tests").find_all("tr", cls="paired-row")
     assert [r.attrs["data-scope"] for r in rows] == list(scopes)
+    holm = _holm({s: _mcnemar(*scopes[s])["p"] for s in scopes if s.startswith("suite:")})
+    holm |= _holm({s: _mcnemar(*scopes[s])["p"] for s in scopes if s.startswith("length:")})
     for row in rows:
-        test = _mcnemar(*scopes[row.attrs["data-scope"]])
+        scope = row.attrs["data-scope"]
+        test = _mcnemar(*scopes[scope])
         cells = [text_of(td) for td in row.find_all("td")][2:]
+        adjusted = p_text(holm[scope]) if scope in holm else "–"
         assert cells == [str(test[k]) for k in ("paired", "both_pass", "both_fail", "gained", "lost")] + [
-            p_text(test["p"]), str(test["excluded"]), "0"]  # fmt: skip
+            p_text(test["p"]), adjusted, str(test["excluded"]), "0"]  # fmt: skip
         assert float(row.attrs["data-p"]) == pytest.approx(test["p"], rel=1e-12)
+    by_length = compared["compare_json"]["numbers"]["pairs"][0]["by_length"]
+    assert {f"length:{n}": t["p_holm"] for n, t in by_length.items()} == pytest.approx(
+        {s: p for s, p in holm.items() if s.startswith("length:")}
+    )
     overall = compared["compare_json"]["numbers"]["pairs"][0]["overall"]
     test = _mcnemar(a, b)
     assert (overall["miss_to_pass"], overall["pass_to_miss"], overall["p_value"]) == (
