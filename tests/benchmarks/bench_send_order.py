@@ -121,7 +121,9 @@ def main() -> None:
         for c, a in zip(send_cases, runs["send order (trial, length, depth)"]["answers"], strict=True)
     )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"\nengine run (torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load}):")
+    print(
+        f"\nengine run (torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load}):"
+    )
     print("| order | prefilled | prefill CPU s | decode CPU s | wall s | same answers |")
     print("|---|---|---|---|---|---|")
     for name, run in runs.items():
