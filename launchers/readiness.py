@@ -65,9 +65,15 @@ def wait_ready(
     first_delay_s: float = 0.25,
     max_delay_s: float = 2.0,
     headers: Mapping[str, str] | None = None,
+    early_max_delay_s: float = 0.5,
+    early_s: float = 30.0,
 ) -> float:
     """Poll with backoff until ready; returns the seconds waited. Checks should_stop every 0.2 s at
-    least, raising StoppedWaiting with its value, and raises NotReadyInTime after timeout_s."""
+    least, raising StoppedWaiting with its value, and raises NotReadyInTime after timeout_s.
+
+    For the first early_s seconds the pause stays at most early_max_delay_s: the embedded reference
+    server is ready 3-4 s after its start, and the backoff up to 2 s found it ready ~1.5 s late (a
+    slow server, minutes to load, is then polled every max_delay_s)."""
     started = time.monotonic()
     deadline = started + timeout_s
     delay = first_delay_s
@@ -89,7 +95,8 @@ def wait_ready(
                 if should_stop() is not None:
                     break
                 time.sleep(min(0.2, max(0.0, pause_until - time.monotonic())))
-            delay = min(max_delay_s, delay * 1.5)
+            early = time.monotonic() - started < early_s
+            delay = min(early_max_delay_s if early else max_delay_s, delay * 1.5)
 
 
 def fetch_server_info(

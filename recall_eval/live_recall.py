@@ -3,7 +3,8 @@
 Counted as the report counts (recall_eval.stats.recall_table): passes over answers from a live model
 (pass, miss, empty, truncated; the lenient verdict), infrastructure outcomes left out, scored suites
 (a metric's grade) left out. The interval is the 95% Wilson interval of the cases finished so far;
-cases run in grid order (shorter lengths first), so it describes those cases, not the whole grid yet.
+cases run trial by trial, each in grid order (shorter lengths first), so it describes those cases, not
+the whole grid yet.
 Light on purpose (scipy is imported on the first answer): the progress display imports it.
 """
 

@@ -16,6 +16,7 @@ whitespace), so the chunks' tokens, concatenated, are the whole text's tokens
 
 from __future__ import annotations
 
+import threading
 import zlib
 from array import array
 from collections import OrderedDict
@@ -27,15 +28,15 @@ HASHED_CHARS = 16  # characters after the break that decide whether it is a cut
 CACHE_TOKENS = 4_000_000  # tokens kept over all chunks (4 bytes each)
 
 
-def cut_points(text: str) -> list[int]:
+def cut_points(text: str, min_chunk_chars: int = MIN_CHUNK_CHARS, cut_odds: int = CUT_ODDS) -> list[int]:
     """Offsets where the text may be cut: after a newline, before a non-space character, at a
-    content-defined place, at least MIN_CHUNK_CHARS after the previous cut."""
+    content-defined place, at least min_chunk_chars after the previous cut."""
     cuts, previous = [], 0
-    at = text.find("\n", MIN_CHUNK_CHARS)
+    at = text.find("\n", min_chunk_chars)
     while at != -1:
         after = at + 1
-        if after - previous >= MIN_CHUNK_CHARS and after < len(text) and not text[after].isspace():
-            if zlib.crc32(text[after : after + HASHED_CHARS].encode()) % CUT_ODDS == 0:
+        if after - previous >= min_chunk_chars and after < len(text) and not text[after].isspace():
+            if zlib.crc32(text[after : after + HASHED_CHARS].encode()) % cut_odds == 0:
                 cuts.append(after)
                 previous = after
         at = text.find("\n", after)
@@ -44,13 +45,26 @@ def cut_points(text: str) -> list[int]:
 
 class ChunkedEncoder:
     """encode(text) == encoding.encode(text, disallowed_special=()), reusing the tokens of chunks
-    seen before. Not thread-safe (the tokenizer is used from the event loop)."""
+    seen before. Thread-safe (the cache is locked; chunks are encoded outside the lock).
 
-    def __init__(self, encoding: Any, cache_tokens: int = CACHE_TOKENS):
+    The reference server's tokenizer uses it too (launchers/reference/tokenizer.py), with smaller
+    chunks: its byte-level BPE's pre-tokenizer (GPT-2's pattern, digits split one by one) has no
+    piece that runs from a newline into a non-space character either."""
+
+    def __init__(
+        self,
+        encoding: Any,
+        cache_tokens: int = CACHE_TOKENS,
+        min_chunk_chars: int = MIN_CHUNK_CHARS,
+        cut_odds: int = CUT_ODDS,
+    ):
         self.encoding = encoding
         self.cache_tokens = cache_tokens
+        self.min_chunk_chars = min_chunk_chars
+        self.cut_odds = cut_odds
         self._chunks: OrderedDict[str, array] = OrderedDict()
         self._held = 0  # tokens in _chunks
+        self._lock = threading.Lock()
         self.encoded_chars = 0  # characters that went through the encoder (the rest came from the cache)
 
     def _encode(self, text: str) -> list[int]:
@@ -58,23 +72,35 @@ class ChunkedEncoder:
         return self.encoding.encode(text, disallowed_special=())
 
     def encode(self, text: str) -> list[int]:
-        cuts = cut_points(text) if len(text) >= 2 * MIN_CHUNK_CHARS else []
+        cuts = (
+            cut_points(text, self.min_chunk_chars, self.cut_odds)
+            if len(text) >= 2 * self.min_chunk_chars
+            else []
+        )
         if not cuts:
             return self._encode(text)
         tokens: list[int] = []
         for start, stop in zip([0, *cuts], [*cuts, len(text)], strict=True):
             chunk = text[start:stop]
-            held = self._chunks.get(chunk)
+            with self._lock:
+                held = self._chunks.get(chunk)
+                if held is not None:
+                    self._chunks.move_to_end(chunk)
             if held is None:
                 encoded = self._encode(chunk)
                 tokens += encoded
                 self._keep(chunk, array("I", encoded))
             else:
-                self._chunks.move_to_end(chunk)
                 tokens += held
         return tokens
 
     def _keep(self, chunk: str, tokens: array) -> None:
+        with self._lock:
+            self._keep_locked(chunk, tokens)
+
+    def _keep_locked(self, chunk: str, tokens: array) -> None:
+        if chunk in self._chunks:  # another thread encoded it meanwhile
+            return
         self._chunks[chunk] = tokens
         self._held += len(tokens)
         while self._held > self.cache_tokens and len(self._chunks) > 1:

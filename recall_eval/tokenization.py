@@ -29,6 +29,7 @@ chat_template_kwargs).
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -108,6 +109,19 @@ def _as_ids(tokens: Any) -> list[int] | None:
     return None
 
 
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+def _json_body(body: dict[str, Any]) -> bytes:
+    """The request body as JSON, by orjson: httpx's json= (the standard json module) was an eighth of the
+    harness's CPU for calibrating 131K-token prompts. A string orjson refuses (a lone surrogate) goes
+    through the json module, as before."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
+
+
 class _ServerCounter:
     """Shared plumbing: POST JSON through the retry helper, one clear line when it fails."""
 
@@ -126,9 +140,12 @@ class _ServerCounter:
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         url = f"{self.root}{path}"
+        content = _json_body(body)
 
         async def once() -> Any:
-            response = await self.http.post(url, json=body, timeout=httpx.Timeout(600.0, connect=10.0))
+            response = await self.http.post(
+                url, content=content, headers=_JSON_HEADERS, timeout=httpx.Timeout(600.0, connect=10.0)
+            )
             status = response.status_code
             if status in (401, 403):
                 raise auth_failure(url, status)

@@ -29,13 +29,19 @@ class SequenceState:
     x_last: torch.Tensor | None = None  # SWA-stack output at the last written position (d,)
     # per DSA layer: compressor features (kv, score) of the tokens of the still-open block
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    # per DSA layer: the stored index keys of the first `index_keys_n` blocks as fp32 (Runner._candidate_keys)
+    index_keys: list[torch.Tensor] = field(default_factory=list)
+    index_keys_n: int = 0
 
-    def snapshot(self) -> tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]]]:
-        return self.length, self.x_last, list(self.pending)
+    def snapshot(self) -> tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]], int]:
+        return self.length, self.x_last, list(self.pending), self.index_keys_n
 
-    def restore(self, snap: tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]]]) -> None:
-        """Rewind to a snapshot; later pool slots are simply rewritten by the next tokens."""
-        self.length, self.x_last, pending = snap
+    def restore(
+        self, snap: tuple[int, torch.Tensor | None, list[tuple[torch.Tensor, torch.Tensor]], int]
+    ) -> None:
+        """Rewind to a snapshot; later pool slots (and blocks' index keys) are simply rewritten by the
+        next tokens, so the fp32 copies of keys completed since are dropped."""
+        self.length, self.x_last, pending, self.index_keys_n = snap
         self.pending = list(pending)
 
 
@@ -69,6 +75,36 @@ class Runner:
         if self.pool.index_scale is None:
             return StoredKeys("bf16", data)
         return StoredKeys("fp8", data, self.pool.index_scale[layer, pages].unsqueeze(0))
+
+    def _candidate_keys(self, seq: SequenceState, layer: int, n_blocks: int) -> StoredKeys:
+        """The stored index keys of the sequence's first n_blocks blocks. fp8 and bf16 data come as
+        the fp32 values index_logits would convert them to (its .float() is then a no-op), kept per
+        sequence: a complete block's key never changes while the sequence holds its page, and the
+        conversion of every candidate key at every decode step was half of a decode step at 22K
+        tokens (fp8 -> fp32 runs element by element on the CPU). fp4 keys are read as stored."""
+        if self.pool.index_k_dtype == "fp4":
+            return self._read_index_keys(layer, seq.pages[:n_blocks])
+        if seq.index_keys_n < n_blocks:
+            self._extend_index_keys(seq, n_blocks)
+        data = seq.index_keys[layer][:n_blocks].unsqueeze(0)
+        if self.pool.index_scale is None:
+            return StoredKeys("bf16", data)
+        return StoredKeys("fp8", data, self.pool.index_scale[layer, seq.pages[:n_blocks]].unsqueeze(0))
+
+    def _extend_index_keys(self, seq: SequenceState, n_blocks: int) -> None:
+        """Convert the keys of blocks index_keys_n..n_blocks-1 of every DSA layer into the fp32 copies
+        (grown by doubling: one step adds at most one block)."""
+        have = seq.index_keys_n
+        new = self.pool.index_k[:, seq.pages[have:n_blocks]].float()  # (n_dsa, new blocks, D)
+        capacity = seq.index_keys[0].shape[0] if seq.index_keys else 0
+        if n_blocks > capacity:
+            grown = torch.empty(new.shape[0], max(n_blocks, 2 * capacity), new.shape[-1])
+            if have:
+                grown[:, :have] = torch.stack([keys[:have] for keys in seq.index_keys])
+            seq.index_keys = list(grown.unbind(0))
+        for layer, keys in enumerate(seq.index_keys):
+            keys[have:n_blocks] = new[layer]
+        seq.index_keys_n = n_blocks
 
     @torch.inference_mode()
     def prefill(self, seq: SequenceState, prompt: list[int], cached: int = 0) -> None:
@@ -155,7 +191,7 @@ class Runner:
         for layer, block in enumerate(model.dsa):
             if n_cand:
                 iq, iw = block.indexer.queries(block.attn_norm(h))
-                keys = self._read_index_keys(layer, seq.pages[:n_cand])
+                keys = self._candidate_keys(seq, layer, n_cand)
                 if self.fault == "scale_block":
                     keys = _scales_of_the_next_block(keys)
                 elif self.fault == "scale_page":

@@ -13,6 +13,17 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from recall_eval.tiktoken_chunks import ChunkedEncoder
+
+# Long texts are encoded in content-defined chunks whose ids are kept (recall_eval/tiktoken_chunks.py):
+# calibration sends the same filler again and again (each search step, each depth and length of a
+# trial), and a chat request's prompt is the text calibration tokenized. Small chunks (a cut allowed
+# every 512 characters, one paragraph break in 4 is one) find most of it: the default sweep's
+# tokenize calls encoded 12% of their characters instead of all (tests/benchmarks/bench_send_order.py).
+CHUNK_MIN_CHARS = 512
+CHUNK_CUT_ODDS = 4
+CHUNK_CACHE_TOKENS = 1_000_000  # ~4 MB of ids and ~4 MB of their text
+
 END = "<|end|>"
 ROLE_TOKENS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assistant|>"}
 PAD = "<|pad|>"
@@ -57,6 +68,9 @@ class ChatTokenizer:
         self.eos_token_id = self._id(END)
         self.pad_token_id = self._id(PAD)
         self.vocab_size = self.tokenizer.get_vocab_size()
+        self._chunked = ChunkedEncoder(
+            _WholeTexts(self), CHUNK_CACHE_TOKENS, min_chunk_chars=CHUNK_MIN_CHARS, cut_odds=CHUNK_CUT_ODDS
+        )
 
     def _id(self, token: str) -> int:
         token_id = self.tokenizer.token_to_id(token)
@@ -68,7 +82,11 @@ class ChatTokenizer:
         return render_chat(messages, add_generation_prompt)
 
     def encode(self, text: str) -> list[int]:
-        return self.encode_batch([text])[0]
+        """The text's ids (special tokens in it encoded as such), reusing the ids of chunks seen before:
+        the same ids as encoding it whole, since a cut falls after a newline before a non-space
+        character and no pre-token of this tokenizer runs across that
+        (tests/launchers/reference/test_chunked_tokenizer.py)."""
+        return self._chunked.encode(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets nobody here reads: the same
@@ -80,3 +98,13 @@ class ChatTokenizer:
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+
+class _WholeTexts:
+    """What the chunk cache encodes a chunk (or a short text) with: the tokenizer, one text at a time."""
+
+    def __init__(self, tokenizer: ChatTokenizer):
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str, disallowed_special: tuple[str, ...] = ()) -> list[int]:
+        return self.tokenizer.encode_batch([text])[0]

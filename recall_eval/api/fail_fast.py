@@ -13,9 +13,10 @@ At an interim look a run stops when
 - with --baseline: the paired test of recall_eval.baseline_gate (Holm over the suites) on the cases
   finished so far fails at the look's alpha; pairing makes this valid in whatever order cases run;
 - with --fail-under: a suite's (or the overall) recall so far has a Wilson interval at the look's level
-  whose upper end is below the threshold. Cases run in grid order (shorter lengths first), so the
-  cases so far stand for the shorter lengths only: a candidate that fails at short lengths is stopped
-  early, one that fails only at long lengths at the looks that reach them.
+  whose upper end is below the threshold. Cases run trial by trial, each trial in grid order (shorter
+  lengths first; recall_eval.api.preparing.build_recipes), so until the first trial is done the cases
+  so far stand for the shorter lengths only: a candidate that fails at short lengths is stopped early,
+  one that fails only at long lengths at the looks that reach them.
 Scored suites take part in the baseline test; the threshold looks use pass/miss suites only.
 """
 

@@ -49,11 +49,21 @@ from recall_eval.types import Case, CaseRecipe, Result, Run, RunSpec
 
 
 def build_recipes(spec: RunSpec) -> list[CaseRecipe]:
-    return [
-        recipe
-        for suite in spec.suites
-        for recipe in suites.build_recipes(suite, spec.lengths, spec.depths, spec.trials, spec.seed)
-    ]
+    """The run's recipes in the order their cases are sent: suite by suite, and within a suite trial
+    by trial, each trial in grid order (shorter lengths first, then depth).
+
+    A suite's cases of one (seed, trial) share their filler stream, so a case's prompt starts as the
+    prompts of that trial's other cases do up to the earlier of their needles: a server's prefix cache
+    (SGLang's radix cache, the reference engine's) prefills only the rest. Sent trial by trial, the
+    cache holds one stream at a time; in the suites' (length, depth, trial) order the trials alternate,
+    and at 22,597 tokens two streams outgrow the reference engine's 32,768-token pool, so each evicts the
+    other (the default sweep prefilled 350K of its 497K prompt tokens that way, 310K trial by trial:
+    tests/benchmarks/bench_send_order.py)."""
+    ordered: list[CaseRecipe] = []
+    for suite in spec.suites:
+        recipes = suites.build_recipes(suite, spec.lengths, spec.depths, spec.trials, spec.seed)
+        ordered += sorted(recipes, key=lambda recipe: recipe.trial)  # stable: grid order within a trial
+    return ordered
 
 
 def planned_cases(spec: RunSpec) -> int:
@@ -395,7 +405,8 @@ async def _open_capture(
 
 
 def _in_recipe_order(recipes: list[CaseRecipe], calibrated: list[Case], done: set[str]) -> list[Case]:
-    """Every pending case in grid order; recipes beyond the context stay uncalibrated (never sent)."""
+    """Every pending case in send order (build_recipes); recipes beyond the context stay uncalibrated
+    (never sent)."""
     by_id = {case.id: case for case in calibrated}
     cases = []
     for recipe in recipes:

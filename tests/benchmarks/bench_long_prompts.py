@@ -1,7 +1,7 @@
 """The harness's own cost with very long prompts (a benchmark, not a test: prints two tables).
 
     python -m tests.benchmarks.bench_long_prompts [--requests 128] [--concurrency 64] [--reference]
-        [--keep-prompts]
+        [--keep-prompts] [--profile FILE]
 
 1. One 1,048,576-token needle case (depth 50), then three (depths 0, 50, 100, one build), built and
    calibrated: with the offline tiktoken counter, and with /v1/tokenize of tests/benchmarks/
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import os
 import resource
 import sys
@@ -108,7 +109,9 @@ async def million_table(base_url: str, reference_url: str | None) -> Table:
     return table
 
 
-async def long_run(base_url: str, requests: int, concurrency: int, keep_prompts: bool = False) -> Table:
+async def long_run(
+    base_url: str, requests: int, concurrency: int, keep_prompts: bool = False, profile: str | None = None
+) -> Table:
     depths = [round(100 * i / 15, 2) for i in range(16)]
     trials = -(-requests // len(depths))
     endpoint = Endpoint(base_url=base_url, model="instant")
@@ -120,7 +123,11 @@ async def long_run(base_url: str, requests: int, concurrency: int, keep_prompts:
         rows.append(("build", time.process_time() - cpu, time.perf_counter() - wall))
         cpu, wall = time.process_time(), time.perf_counter()
         calibrator = Calibrator(ServerTokenizer(endpoint, http), keep_prompts=keep_prompts)
-        cases = await calibrator.calibrate(recipes)
+        profiler = cProfile.Profile(time.process_time) if profile else None
+        with profiler or contextlib.nullcontext():
+            cases = await calibrator.calibrate(recipes)
+        if profiler is not None and profile:
+            profiler.dump_stats(profile)
         rows.append(("calibrate (/v1/tokenize)", time.process_time() - cpu, time.perf_counter() - wall))
         rss_calibrated = peak_rss_mib()
         tokenize_stats = (await http.get(f"{base_url}/stats")).json()["tokenize"]
@@ -183,6 +190,9 @@ def main() -> None:
     parser.add_argument(
         "--keep-prompts", action="store_true", help="calibrated cases keep their prompts (the old peak RSS)"
     )
+    parser.add_argument(
+        "--profile", metavar="FILE", help="write a cProfile (CPU clock) of the 131K calibration"
+    )
     args = parser.parse_args()
     console = Console(width=170)
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as logs:
@@ -200,7 +210,11 @@ def main() -> None:
             console.print(event_loop.run(million_table(server.base_url, reference_url)))
         if args.only != "million":
             console.print(
-                event_loop.run(long_run(server.base_url, args.requests, args.concurrency, args.keep_prompts))
+                event_loop.run(
+                    long_run(
+                        server.base_url, args.requests, args.concurrency, args.keep_prompts, args.profile
+                    )
+                )
             )
 
 

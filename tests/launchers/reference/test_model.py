@@ -91,6 +91,45 @@ def test_engine_decoding_equals_the_full_forward(dtype: str) -> None:
             logits, _ = runner.next_logits(seq, 16)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp4"])
+def test_decoding_with_kept_fp32_index_keys_equals_reading_the_pool_each_step(dtype: str) -> None:
+    """The runner keeps a sequence's index keys as fp32 between decode steps (Runner._candidate_keys):
+    the same logits and selections, bit for bit, as reading and converting the stored keys at every
+    step, also after a rewind (restore) to before blocks whose keys are then rewritten."""
+    model = ReferenceModel.load(WEIGHTS_DIR)
+    pool = KVPool(model.cfg, 4096, dtype)  # type: ignore[arg-type]
+    runner = Runner(model, pool)
+
+    class Rereading(Runner):
+        def _candidate_keys(self, seq, layer, n_blocks):
+            return self._read_index_keys(layer, seq.pages[:n_blocks])
+
+    rereading = Rereading(model, pool)
+    prompt = torch.randint(
+        10, model.cfg.vocab_size, (1500,), generator=torch.Generator().manual_seed(2)
+    ).tolist()
+    seq = SequenceState(pool.allocate(1600))
+
+    def step(token: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if token is not None:
+            runner.append(seq, token)
+        kept = runner.next_logits(seq, 64)
+        fresh = rereading.next_logits(seq, 64)
+        assert torch.equal(kept[0], fresh[0]) and torch.equal(kept[1], fresh[1])
+        return kept
+
+    runner.prefill(seq, prompt)
+    logits, _ = step(None)
+    snap = seq.snapshot()
+    for _ in range(80):  # past the local window: blocks of generated tokens become candidates
+        logits, _ = step(int(logits.argmax()))
+    if dtype != "fp4":
+        assert seq.index_keys_n >= snap[3] + 20  # the kept copies grew with the new blocks
+    seq.restore(snap)
+    for token in range(20, 100):  # other tokens: the same blocks, other keys
+        step(token)
+
+
 def test_shipped_model_size() -> None:
     model = ReferenceModel.load(WEIGHTS_DIR)
     assert count_parameters(model) <= 20_000_000
