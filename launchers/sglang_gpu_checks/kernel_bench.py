@@ -144,6 +144,21 @@ def time_decode(
     return DecodeTiming(kind, keys, batch, ms, moved / ms / 1e6)
 
 
+def time_same_size_copy(
+    moved_bytes: int, device: torch.device, rotation_bytes: int = ROTATION_BYTES
+) -> DecodeTiming:
+    """A device-to-device copy that moves `moved_bytes` (half read, half written: as many bytes as one
+    decode call), timed as decode is: CUDA-graph replays of copies over disjoint buffers (>= 1 GiB read
+    per replay, L2 flushed before each replay). What a call of that size gets at best, beside the copy
+    bandwidth of one 4 GiB copy that the shares are taken against (never replaced by this)."""
+    half = max(16, moved_bytes // 2 // 16 * 16)
+    rotation = max(1, min(256, rotation_bytes // half)) if device.type == "cuda" else 1
+    src = torch.empty(rotation, half, dtype=torch.uint8, device=device).random_(0, 255)
+    dst = torch.empty_like(src)
+    ms = _ms_per_call(lambda i: dst[i].copy_(src[i]), rotation, device)
+    return DecodeTiming("bf16", 0, 0, ms, 2 * half / ms / 1e6)
+
+
 @triton.jit
 def read_floor_kernel(
     pool_bf16, page_table_ptr, out_ptr, page_table_stride, pages_per_split, n_pages,

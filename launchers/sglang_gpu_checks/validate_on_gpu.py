@@ -79,6 +79,15 @@ DECODE_CANDIDATES = [
     dataclasses.replace(_FP8_DECODE, prefetch_pages=0),
     dataclasses.replace(_FP8_DECODE, prefetch_pages=4),
 ]
+# bf16 decode only (issue 38: 128K keys x 1 at >= 80% of copy): fewer, fatter programs, so that with PDL
+# the next call's programs fit beside the running ones (2 or 1 per SM, not 4) and their L2 prefetch of
+# their own pages runs while the previous call streams; and the same grids without the prefetch
+BF16_DECODE_EXTRA = [
+    dataclasses.replace(_BF16_DECODE, programs_per_sm=2),
+    dataclasses.replace(_BF16_DECODE, programs_per_sm=2, prefetch_pages=4),
+    dataclasses.replace(_BF16_DECODE, programs_per_sm=2, prefetch_pages=8),
+    dataclasses.replace(_BF16_DECODE, programs_per_sm=1, prefetch_pages=16),
+]
 RAGGED_CANDIDATES = [
     dataclasses.replace(_BF16_PREFILL, keys_tma=False),
     dataclasses.replace(_BF16_PREFILL, keys_tma=True),
@@ -86,6 +95,8 @@ RAGGED_CANDIDATES = [
     dataclasses.replace(_BF16_PREFILL, keys_tma=True, num_stages=2),
     dataclasses.replace(_BF16_PREFILL, keys_tma=True, num_warps=4, block_q=2),
     dataclasses.replace(_BF16_PREFILL, keys_tma=True, block_q=8),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=False, num_stages=4),
+    dataclasses.replace(_BF16_PREFILL, keys_tma=False, num_stages=2),
     _FP8_PREFILL,
 ]
 
@@ -131,7 +142,8 @@ def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, list[st
     a short call counts as much as a long one."""
     lines, best = [], {}
     for kind in KINDS:
-        for ragged, candidates in ((False, DECODE_CANDIDATES), (True, RAGGED_CANDIDATES)):
+        decode_candidates = DECODE_CANDIDATES + (BF16_DECODE_EXTRA if kind == "bf16" else [])
+        for ragged, candidates in ((False, decode_candidates), (True, RAGGED_CANDIDATES)):
             times: dict[LogitsConfig, list[float]] = {}
             problems: dict[LogitsConfig, str] = {}
             for cfg in candidates:
@@ -172,7 +184,8 @@ def sweep(sizes: dict, pools: dict, device: torch.device) -> tuple[dict, list[st
 def short_calls(sizes: dict, pool: torch.Tensor, chosen: LogitsConfig, device: torch.device) -> list[dict]:
     """bf16 decode calls of one to a few requests, where launch and ramp weigh most: the chosen shape,
     without PDL and without the L2 prefetch, the chosen at 256 MiB per graph replay, the read-only floor
-    of that grid, and the launch overhead (an empty kernel of the same grid, timed the same way)."""
+    of that grid, the launch overhead (an empty kernel of the same grid, timed the same way) and a
+    device-to-device copy moving the call's bytes, timed the same way."""
     plain = dataclasses.replace(chosen, pdl=False, prefetch_pages=0)
     pdl = dataclasses.replace(chosen, pdl=True, prefetch_pages=0)
     rows = []
@@ -184,6 +197,8 @@ def short_calls(sizes: dict, pool: torch.Tensor, chosen: LogitsConfig, device: t
             "chosen": kb.time_decode("bf16", pool, keys, batch, chosen, device),
             "chosen_256mib": kb.time_decode("bf16", pool, keys, batch, chosen, device, 256 << 20),
         }
+        moved = timings["chosen"].gbs * timings["chosen"].ms * 1e6
+        timings["same_size_copy"] = kb.time_same_size_copy(int(moved), device)
         programs = kb.decode_programs(keys, batch, chosen, device)
         rows.append(
             {"keys": keys, "batch": batch, "programs": programs}

@@ -108,17 +108,21 @@ def render(result: dict) -> str:
         "distinct keys per graph replay (fewer calls share the graph's own launch); the read-only floor (a "
         "kernel with the same grid, page walk and logits writes that only sums each key); and the launch "
         "overhead: an empty kernel of the same grid (PDL as chosen), timed the same way. 'Kernel only' is "
-        "the bytes over (chosen time - launch overhead).",
+        "the bytes over (chosen time - launch overhead). 'Same-size copy' is a device-to-device copy moving "
+        "the call's bytes (half read, half written), timed the same way: what one call of that size gets "
+        "from the copy engine path; '% of copy' everywhere stays against the 4 GiB copy above.",
         "",
         "| keys | batch | programs | launch us | chosen us | % of copy | kernel only % | no prefetch, PDL us | % "
-        "| no prefetch, no PDL us | % | chosen at 256 MiB/replay us | % | floor us | % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| no prefetch, no PDL us | % | chosen at 256 MiB/replay us | % | floor us | % | same-size copy us | % "
+        "| chosen / same-size copy time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result.get("short_calls", []):
+        same = row.get("same_size_copy")  # absent from runs before 2026-12-07 05:00 UTC
         cells = [
-            f"{row[k]['ms'] * 1e3:.2f} | {100 * row[k]['gbs'] / copy:.0f}%"
-            for k in ("pdl", "plain", "chosen_256mib", "floor")
-        ]
+            f"{row[k]['ms'] * 1e3:.2f} | {100 * row[k]['gbs'] / copy:.0f}%" if k in row else "- | -"
+            for k in ("pdl", "plain", "chosen_256mib", "floor", "same_size_copy")
+        ] + [f"{row['chosen']['ms'] / same['ms']:.2f}" if same else "-"]
         chosen = row["chosen"]
         moved = chosen["gbs"] * chosen["ms"] * 1e6  # bytes
         kernel_us = chosen["ms"] * 1e3 - row["empty_us"]

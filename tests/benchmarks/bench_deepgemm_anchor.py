@@ -1,6 +1,6 @@
 """Anchor: this project's bf16 / fp8 index-K kernels against SGLang's production fp8 kernels (DeepGEMM).
 
-    python tests/benchmarks/bench_deepgemm_anchor.py [--md anchor.md] [--json anchor.json]
+    python tests/benchmarks/bench_deepgemm_anchor.py [--md anchor.md] [--json anchor.json] [--deep-gemm-source REPO@COMMIT]
     python tests/benchmarks/bench_deepgemm_anchor.py --from-json anchor.json   # re-render, no GPU
 
 Needs a Hopper GPU and an importable `deep_gemm` (SGLang 0.5.23 pins sgl-deep-gemm==0.2.3.post2); where
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace, dg, device: torch.device) -> dict:
         "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
         "deep_gemm": f"{getattr(dg, '__version__', '?')} from {Path(dg.__file__).parent}",
         "dg_num_sms": dg.get_num_sms(),
+        "deep_gemm_source": args.deep_gemm_source,
     }  # fmt: skip
     result["copy_gbs"] = kb.copy_bandwidth_gbs(device, 4 << 30)
     progress(f"copy bandwidth {result['copy_gbs']:.0f} GB/s")
@@ -180,7 +181,9 @@ def render(result: dict) -> str:
         "## Anchor: SGLang's production fp8 kernels (DeepGEMM) on the same bytes",
         "",
         f"Date {result['date']}; {result['device']}; torch {result['torch']}, triton {result['triton']}, "
-        f"python {result['python']}; deep_gemm {result['deep_gemm']} ({result['dg_num_sms']} SMs). "
+        f"python {result['python']}; deep_gemm {result['deep_gemm']} ({result['dg_num_sms']} SMs)"
+        + (f", built from {result['deep_gemm_source']}" if result.get("deep_gemm_source") else "")
+        + ". "
         "Produced by `python tests/benchmarks/bench_deepgemm_anchor.py` in one run. Copy bandwidth "
         f"(device-to-device, read + write): **{copy:.0f} GB/s**.",
         "",
@@ -270,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--prefill", type=int, nargs="*", default=[22528, 131072])
     parser.add_argument("--no-improve", action="store_true", help="skip the bf16 split sweep")
+    parser.add_argument(
+        "--deep-gemm-source",
+        help="where the deep_gemm under test was built from (repo@commit), recorded in the report",
+    )
     parser.add_argument(
         "--bf16-max-pages",
         type=int,

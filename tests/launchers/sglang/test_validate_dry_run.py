@@ -29,13 +29,17 @@ def test_quick_validation_writes_every_section(tmp_path: Path) -> None:
     assert all(
         r[k]["ms"] > 0
         for r in result["short_calls"]
-        for k in ("floor", "plain", "pdl", "chosen", "chosen_256mib")
+        for k in ("floor", "plain", "pdl", "chosen", "chosen_256mib", "same_size_copy")
     )
+    extra = validate_on_gpu.BF16_DECODE_EXTRA  # swept for bf16 only
     swept = len(validate_on_gpu.DECODE_CANDIDATES) + len(validate_on_gpu.RAGGED_CANDIDATES)
-    assert len(result["sweep"]) == 2 * swept
+    assert len(result["sweep"]) == 2 * swept + len(extra)
+    assert sum(line.startswith("decode bf16 ") for line in result["sweep"]) == len(
+        validate_on_gpu.DECODE_CANDIDATES
+    ) + len(extra)
     assert sum(" pdl" in line for line in result["sweep"]) == 2 * sum(
         c.pdl for c in validate_on_gpu.DECODE_CANDIDATES
-    )
+    ) + sum(c.pdl for c in extra)
     assert {text for _, text in result["targets"]} and all(c["all_written"] for c in result["logits_checks"])
 
 
