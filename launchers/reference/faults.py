@@ -64,3 +64,22 @@ def scored_candidates(fault: str | None, n_candidates: int) -> int:
     if fault == "topk_truncated" and n_candidates > TRUNCATE_ABOVE_BLOCKS:
         return TRUNCATE_ABOVE_BLOCKS
     return n_candidates
+
+
+def misread_scales(keys, fault: str | None):  # (StoredKeys, ...) -> StoredKeys; torch loaded lazily
+    """Stored index keys as a faulty kernel reads them: `scale_block` dequantises fp8 key j with key
+    j+1's scale and fp4 block b of a key with block b+1's exponent (the last wraps to the first);
+    `scale_page` reads key j with the scale(s) of key j + 64, the same slot of the next index-K page
+    (the last page wraps to the first). Keys (..., N, D) with scales (..., N) or (..., N, 4), as the
+    engine reads its candidates (batch 1) and the training path its padded batches. Other faults
+    leave the keys as they are."""
+    if fault not in ("scale_block", "scale_page") or keys.scale is None:
+        return keys
+    import torch
+
+    from launchers.dsa.indexer import StoredKeys
+
+    if fault == "scale_block":
+        return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -1, dims=-1))
+    key_axis = keys.data.dim() - 2
+    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -INDEX_PAGE_SLOTS, dims=key_axis))

@@ -192,10 +192,7 @@ class Runner:
             if n_cand:
                 iq, iw = block.indexer.queries(block.attn_norm(h))
                 keys = self._candidate_keys(seq, layer, n_cand)
-                if self.fault == "scale_block":
-                    keys = _scales_of_the_next_block(keys)
-                elif self.fault == "scale_page":
-                    keys = _scales_of_the_next_page(keys)
+                keys = faults.misread_scales(keys, self.fault)
                 logits = index_logits(iq.unsqueeze(0), iw.unsqueeze(0), keys)
                 sel = select_topk(logits[0, 0], torch.tensor(n_cand), index_topk)
                 if indexer_scores is not None:
@@ -223,18 +220,3 @@ def swa_lookback_start(cached: int, window: int, n_layers: int) -> int:
     in chunks of `window` from the sequence's start, so restarting on a chunk boundary n_layers
     chunks back reproduces every output from `cached` on with the same arithmetic."""
     return max(0, (cached // window - n_layers) * window)
-
-
-def _scales_of_the_next_block(keys: StoredKeys) -> StoredKeys:
-    """The planted scale_block fault: fp8 key j read with key j+1's scale; fp4 block b of a key with
-    block b+1's exponent (the last wraps to the first)."""
-    assert keys.scale is not None
-    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -1, dims=-1))
-
-
-def _scales_of_the_next_page(keys: StoredKeys) -> StoredKeys:
-    """The planted scale_page fault: key j read with the scale(s) of key j + 64, the same slot of the
-    next index-K page (the candidates' last page wraps to the first)."""
-    assert keys.scale is not None
-    axis = 1  # (1, N) fp8 scales, (1, N, 4) fp4 exponents: the key axis
-    return StoredKeys(keys.dtype, keys.data, torch.roll(keys.scale, -faults.INDEX_PAGE_SLOTS, dims=axis))

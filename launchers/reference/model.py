@@ -22,6 +22,7 @@ from launchers.dsa.indexer import KeyDtype, index_logits, store_keys
 from launchers.dsa.norm import RMSNorm
 from launchers.dsa.topk import candidate_mask, n_candidate_blocks, select_topk, window_start
 from launchers.reference.config import ModelConfig
+from launchers.reference.faults import misread_scales
 from launchers.reference.layers import DSABlock, SlidingWindowBlock, rope_tables
 
 
@@ -86,14 +87,20 @@ class ReferenceModel(nn.Module):
         return self.dsa_forward(x, qpos, index_topk, key_dtype)
 
     def dsa_forward(
-        self, x: torch.Tensor, qpos: torch.Tensor, index_topk: int | None, key_dtype: KeyDtype = "fp32"
+        self,
+        x: torch.Tensor,
+        qpos: torch.Tensor,
+        index_topk: int | None,
+        key_dtype: KeyDtype = "fp32",
+        fault: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The DSA stack for the query positions qpos (B, Q), given the SWA stack's output x (B, T, d)."""
+        """The DSA stack for the query positions qpos (B, Q), given the SWA stack's output x (B, T, d);
+        `fault` plants a scale fault (faults.misread_scales) in the indexer's key reads, for evaluation."""
         src = self.src_norm(x)
         h = torch.gather(x, 1, qpos.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
         kls = []
         for block in self.dsa:
-            h, kl = self._dsa_train(block, h, qpos, src, index_topk, key_dtype)
+            h, kl = self._dsa_train(block, h, qpos, src, index_topk, key_dtype, fault)
             kls.append(kl)
         return self.logits(h), torch.stack(kls).mean()
 
@@ -105,6 +112,7 @@ class ReferenceModel(nn.Module):
         src: torch.Tensor,
         index_topk: int | None,
         key_dtype: KeyDtype,
+        fault: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.cfg
         t = src.shape[1]
@@ -118,7 +126,7 @@ class ReferenceModel(nn.Module):
         # indexer, trained only through the KL term (inputs detached, as DeepSeek-V3.2 does)
         iq, iw = block.indexer.queries(block.attn_norm(h).detach())
         ikeys = block.indexer.keys(src.detach())
-        ilog = index_logits(iq, iw, store_keys(ikeys, key_dtype))  # (B, Q, n_blocks)
+        ilog = index_logits(iq, iw, misread_scales(store_keys(ikeys, key_dtype), fault))  # (B, Q, n_blocks)
         n_cand = n_candidate_blocks(qpos, cfg.dsa_window, cfg.compress_ratio)
         cmask = candidate_mask(n_cand, n_blocks)
         with torch.no_grad():

@@ -90,3 +90,34 @@ def test_compare_catches_stale_index_keys_after_a_prefix_cache_hit() -> None:
     assert run["server_info"]["fault"] == "prefix_cache_stale_index"
     assert run["server_info"]["disable_radix_cache"] is False
     assert 'id="fault-banner"' in (dirs[label] / "report.html").read_text()
+
+
+# fp4 keys and index_topk 64: a profile setting a user can choose (the fault and the model untouched).
+# At the default index_topk (512) the needle's block stays selected under a misread scale (model card:
+# scale probe), at 64 it drops out for some of the answer's decoding steps.
+SCALE_GRID = ["--lengths", "8192", "--depths", "0..100:5", "--trials", "8", "--max-tokens", "32"]
+
+
+def test_compare_catches_fp4_scales_read_from_the_next_index_page_at_topk_64() -> None:
+    base, label = "fp4,topk=64", "fp4,topk=64,fault=scale_page"
+    done = recall_eval("compare", base, label, *SCALE_GRID, "--fail-on-regression", timeout=1800)
+    assert done.returncode == 4, done.stderr[-3000:]
+    html = Path(done.stdout.strip().splitlines()[-1])
+    compare = json.loads((html.parent / "compare.json").read_text())
+    dirs = {v["label"]: (html.parent / v["run_dir"]).resolve() for v in compare["variants"]}
+    baseline = {r["case_id"]: r for r in _results(dirs[base])}
+    assert sum(r["outcome"] == "pass" for r in baseline.values()) >= 38, "the fault-free engine must answer"
+    (pair,) = compare["numbers"]["pairs"]
+    assert pair["overall"]["p_value"] < 0.01 and pair["overall"]["miss_to_pass"] == 0, pair
+    flipped = [
+        r
+        for r in _results(dirs[label])
+        if r["outcome"] != "pass" and baseline[r["case_id"]]["outcome"] == "pass"
+    ]
+    assert len(flipped) >= 8
+    # where: needles the indexer scores; a depth-100 needle lies in the local window (attended whatever
+    # the index keys say), so the misread scales never reach it
+    assert 100.0 not in {r["depth_percent"] for r in flipped}
+    assert all(r["prompt_tokens"] - r["needle_token_offset"] > 64 for r in flipped)
+    run = json.loads((dirs[label] / "run.json").read_text())
+    assert run["server_info"]["fault"] == "scale_page" and run["profile"]["index_k_dtype"] == "fp4"

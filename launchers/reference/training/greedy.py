@@ -39,8 +39,10 @@ def greedy_from_states(
     index_topk: int,
     key_dtype: KeyDtype,
     eos_id: int,
+    fault: str | None = None,
 ) -> list[list[int]]:
-    """Greedy continuations (eos excluded) of the prompts behind (tokens, x)."""
+    """Greedy continuations (eos excluded) of the prompts behind (tokens, x); `fault` plants a scale
+    fault in the indexer's key reads (faults.misread_scales)."""
     cfg = model.cfg
     b, t0 = tokens.shape
     device = tokens.device
@@ -53,7 +55,7 @@ def greedy_from_states(
     out: list[list[int]] = [[] for _ in range(b)]
     for _ in range(max_new):
         end = int(cur.max()) + 1
-        logits, _ = model.dsa_forward(xs[:, :end], cur.unsqueeze(1), index_topk, key_dtype)
+        logits, _ = model.dsa_forward(xs[:, :end], cur.unsqueeze(1), index_topk, key_dtype, fault)
         nxt = logits[:, 0].argmax(-1)
         for i in torch.nonzero(~done).flatten().tolist():
             if int(nxt[i]) == eos_id:

@@ -86,6 +86,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="cases per GPU batch")
     parser.add_argument("--workers", type=int, default=14, help="calibration processes")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument(
+        "--fault",
+        default=None,
+        choices=("scale_block", "scale_page"),
+        help="plant this scale fault (launchers/reference/faults.py) in every fp8/fp4 key read",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     started = time.perf_counter()
@@ -104,7 +110,8 @@ def main() -> None:
     device = torch.device(args.device)
     model = ReferenceModel.load(args.weights).float().to(device).eval()
     topks = [int(k) for k in args.topks.split(",")]
-    rows = []
+    rows: list[dict] = []
+    table = ""
     by_length: dict[int, list[Case]] = defaultdict(list)
     for case in cases:
         by_length[case.target_tokens].append(case)
@@ -128,6 +135,7 @@ def main() -> None:
                         topk,
                         dtype,
                         tokenizer.eos_token_id,  # type: ignore[arg-type]
+                        args.fault,
                     )
                     for case, prompt, out in zip(batch, prompts, outs, strict=True):
                         limit = case.max_tokens or args.max_tokens
@@ -137,6 +145,7 @@ def main() -> None:
                         rows.append(
                             {
                                 **answer_row(case, len(prompt), dtype, topk, answer),
+                                "fault": args.fault,
                                 "expected": list(case.expected),
                                 "score": round(score, 4),
                                 "pass": passed,
@@ -144,6 +153,11 @@ def main() -> None:
                         )
             del x
         print(f"length {length}: {len(group)} cases done at {time.perf_counter() - started:.0f}s", flush=True)
+        table = _write(args, device, started, rows, topks)  # after every length: a cut-off run keeps them
+    print(table)
+
+
+def _write(args: argparse.Namespace, device: torch.device, started: float, rows: list, topks: list) -> str:
     meta = {
         "seconds": round(time.perf_counter() - started),
         "weights": str(args.weights),
@@ -153,7 +167,7 @@ def main() -> None:
     table = markdown(rows, topks)
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "table": table, "rows": rows}, indent=1) + "\n")
-    print(table)
+    return table
 
 
 if __name__ == "__main__":

@@ -125,16 +125,24 @@ class BatchSource:
 RANDOM_SHARE = 0.75  # training examples whose case-made names and codes are random (validation: all)
 
 
+def kind_length(spec: str, max_tokens: int) -> tuple[str, int]:
+    """(kind, longest document) of a --kinds entry: `ruler-niah@32768` trains that kind on documents
+    up to 32,768 tokens (needle-token scale) while the others keep --max-tokens."""
+    kind, _, length = spec.partition("@")
+    return kind, int(length) if length else max_tokens
+
+
 def shard_specs(
     seed: int, n_shards: int, tokenizer_path: str, max_tokens: int, kinds: tuple[str, ...] = KINDS
 ) -> list[ShardSpec]:
-    """One kind per shard, kinds in rotation; shard lengths log-uniform from 300 to max_tokens."""
+    """One kind per shard, kinds in rotation; shard lengths log-uniform from 300 to max_tokens (or the
+    kind's own `@LENGTH`)."""
     rng = random.Random(seed)
-    lo, hi = math.log(words_for_tokens(300)), math.log(words_for_tokens(max_tokens))
     specs = []
     for i in range(n_shards):
+        kind, longest = kind_length(kinds[i % len(kinds)], max_tokens)
+        lo, hi = math.log(words_for_tokens(300)), math.log(words_for_tokens(longest))
         w = round(math.exp(rng.uniform(lo, hi)))
-        kind = kinds[i % len(kinds)]
         specs.append(
             ShardSpec(
                 seed * 100_000 + i,
@@ -156,8 +164,10 @@ def validation_sets(
     """Held-out training-pool documents (seeds no shard uses) per kind and length, keyed "kind@length";
     every case-made code and name random."""
     out = {}
-    for k, kind in enumerate(kinds):
-        for j, length in enumerate(lengths):
+    for k, spec in enumerate(kinds):
+        kind, longest = kind_length(spec, 0)
+        # a kind trained on longer documents is also held out at its own longest length
+        for j, length in enumerate(lengths if longest <= max(lengths) else (*lengths, longest)):
             w = words_for_tokens(length)
             spec = ShardSpec(777_000_000 + 1000 * k + j, n, w, w, (kind,), 1.0, tokenizer_path, 1.0)
             out[f"{kind}@{length}"] = make_shard(spec)
@@ -274,6 +284,10 @@ def train(args: argparse.Namespace) -> None:
     ]
     val_lengths = tuple(int(n) for n in args.val_lengths.split(","))
     all_kinds = tuple(dict.fromkeys(k for _, kinds in phases for k in kinds))
+    all_kinds = tuple(  # one held-out set per kind, at the longest length any entry of it names
+        max((k for k in all_kinds if kind_length(k, 0)[0] == kind), key=lambda k: kind_length(k, 0)[1])
+        for kind in dict.fromkeys(kind_length(k, 0)[0] for k in all_kinds)
+    )
     val = validation_sets(tok_path, args.val_cases, val_lengths, all_kinds)
     if args.init:  # warm start (e.g. a second stage with a changed data mix)
         model = ReferenceModel.load(args.init)
@@ -424,7 +438,8 @@ def main() -> None:
         help="training document kinds in rotation (needle, config, multiturn; repeat one to weight it;"
         " config:env+sysctl restricts config documents to those formats; config-full sends config in"
         " the sweep's full layout only; curriculum kinds: needle-values, needle-multikey,"
-        " config-copy, config-shapes, config-sections, config-lookalike)",
+        " config-copy, config-shapes, config-sections, config-lookalike; KIND@N trains that kind on"
+        " documents up to N tokens instead of --max-tokens and holds it out at N too)",
     )
     p_train.add_argument(
         "--then",

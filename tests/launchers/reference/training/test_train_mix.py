@@ -14,6 +14,7 @@ import pytest
 from launchers.reference.engine_api import WEIGHTS_DIR
 from launchers.reference.model import ReferenceModel
 from launchers.reference.tokenizer import ChatTokenizer
+from launchers.reference.training.corpus import words_for_tokens
 from launchers.reference.training.train import (
     curriculum_phases,
     learning_rate,
@@ -42,6 +43,17 @@ def test_validation_sets_are_per_kind_and_length_and_answers_sit_in_the_prompt()
         for sample in samples:
             answer = TOK.decode(sample.ids[sample.answer_start : -1].tolist()).strip()
             assert answer and answer in TOK.decode(sample.ids[: sample.answer_start].tolist())
+
+
+def test_a_kind_at_n_trains_on_longer_documents_and_is_held_out_at_n_too() -> None:
+    specs = shard_specs(5, 40, TOKENIZER, 1000, ("needle@8192", "config"))
+    assert [s.kinds for s in specs] == [("needle",), ("config",)] * 20
+    longest = {kind: max(s.max_words for s in specs if s.kinds == (kind,)) for kind in ("needle", "config")}
+    assert longest["config"] <= round(words_for_tokens(1000) * 1.12)
+    assert round(words_for_tokens(1000) * 1.12) < longest["needle"] <= round(words_for_tokens(8192) * 1.12)
+    sets = validation_sets(TOKENIZER, 1, (400,), ("needle@3000", "config"))
+    assert sorted(sets) == ["config@400", "needle@3000", "needle@400"]
+    assert 2700 < len(sets["needle@3000"][0].ids) < 3300
 
 
 def test_validation_score_weights_each_kind_equally() -> None:
