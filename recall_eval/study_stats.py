@@ -1,6 +1,7 @@
 """The statistics of a study: its cells as one family of comparisons against the baseline cell.
 
-For every cell that ran, on the pass/miss suites' cases shared with the baseline (same case ids):
+For every cell that ran, on its cases shared with the baseline (same case ids); a scored suite's case
+(RULER's tasks, mrcr) counts as passed when it scores full marks, the outcome recall_eval.metrics gives it:
 - exact McNemar (recall_eval.stats.paired_test), pooled over the suites, per suite, and per length;
   each of the three is one family over all cells (pooled: one test per cell; per suite: cells x suites;
   per length: cells x lengths), Holm-corrected (recall_eval.stats.holm_adjust); raw and adjusted p kept;
@@ -59,9 +60,11 @@ class StudyNumbers:
     recommendation: dict[str, Any]  # the stated answer (see module docstring)
 
 
-def _plain_suites(frame: pd.DataFrame) -> pd.DataFrame:
-    """The pass/miss suites' rows (scored suites have their own test; a study ranks on recall)."""
-    return frame[frame["metric"].isna()] if "metric" in frame else frame
+def _as_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every case as a pass/miss verdict: a scored suite's case by its outcome (a pass only at full
+    marks), so that the McNemar tests take it as they take a needle (paired_test alone leaves scored
+    suites to the Wilcoxon test of a compare; a study ranks every cell on recall)."""
+    return frame.assign(metric=None) if "metric" in frame else frame
 
 
 def _interval(values: pd.Series) -> tuple[float | None, float | None, float | None]:
@@ -71,7 +74,7 @@ def _interval(values: pd.Series) -> tuple[float | None, float | None, float | No
 
 
 def _cell_row(cell: CellData, baseline: str) -> dict[str, Any]:
-    frame = _plain_suites(cell.frame)
+    frame = cell.frame
     total = recall_table(frame).iloc[0]
     answered = frame[frame["counted"]]
     ttft, ttft_low, ttft_high = _interval(answered["ttft_s"])
@@ -98,7 +101,7 @@ def _cell_row(cell: CellData, baseline: str) -> dict[str, Any]:
 
 
 def _test_rows(base: pd.DataFrame, cell: CellData) -> list[dict[str, Any]]:
-    frame = _plain_suites(cell.frame)
+    frame = _as_verdicts(cell.frame)
     lengths = sorted(set(base["target_tokens"].dropna().astype(int)))  # the baseline's lengths
     scopes = {
         "pooled": paired_test(base, frame),
@@ -130,7 +133,7 @@ def _test_rows(base: pd.DataFrame, cell: CellData) -> list[dict[str, Any]]:
 
 
 def _tests(base: CellData, others: Sequence[CellData]) -> pd.DataFrame:
-    base_frame = _plain_suites(base.frame)
+    base_frame = _as_verdicts(base.frame)
     rows = [row for cell in others for row in _test_rows(base_frame, cell)]
     columns = ["cell", "scope", "family", "paired", "lost", "gained", "excluded_infra", "unpaired", "p_value"]
     tests = pd.DataFrame(rows, columns=columns)
@@ -144,7 +147,7 @@ def _tests(base: CellData, others: Sequence[CellData]) -> pd.DataFrame:
 def _lengths(cells: Sequence[CellData]) -> pd.DataFrame:
     parts = []
     for cell in cells:
-        table = recall_table(_plain_suites(cell.frame), ["target_tokens"]).reset_index()
+        table = recall_table(cell.frame, ["target_tokens"]).reset_index()
         table.insert(0, "cell", cell.label)
         parts.append(table.rename(columns={"target_tokens": "length"}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -153,7 +156,7 @@ def _lengths(cells: Sequence[CellData]) -> pd.DataFrame:
 def _misses(cells: Sequence[CellData]) -> pd.DataFrame:
     parts = []
     for cell in cells:
-        frame = _plain_suites(cell.frame)
+        frame = cell.frame
         answered = frame[frame["counted"]].assign(missed=lambda f: (~f["passed"]).astype(int), one=1)
         table = (
             answered.groupby(["target_tokens", "depth_percent"], dropna=False)[["missed", "one"]]

@@ -38,7 +38,9 @@ class StoredKeys:
 
     dtype: KeyDtype
     data: torch.Tensor  # (..., N, D): float8_e4m3fn, bfloat16 or float32; fp4: uint8 codes (..., N, D/2)
-    scale: torch.Tensor | None = None  # fp8: (..., N) fp32; fp4: ue8m0 exponents uint8 (..., N, D/32)
+    # fp8: (..., N) fp32; fp4: ue8m0 exponents uint8 (..., N, D/32), or None when data already holds
+    # the fp32 dequantised values (..., N, D) (exact, so the logits are the same)
+    scale: torch.Tensor | None = None
 
 
 def store_keys(keys: torch.Tensor, dtype: KeyDtype) -> StoredKeys:
@@ -80,8 +82,7 @@ def index_logits(q: torch.Tensor, weights: torch.Tensor, keys: StoredKeys) -> to
     -> (B, Q, N) fp32. All arithmetic after the storage rounding is fp32.
     """
     qf, w = prepare_queries(q, weights, keys.dtype)
-    if keys.dtype == "fp4":
-        assert keys.scale is not None
+    if keys.dtype == "fp4" and keys.scale is not None:
         k = dequantize_rows_e2m1(keys.data, keys.scale)
     else:
         k = keys.data.float()

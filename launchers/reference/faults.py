@@ -9,6 +9,7 @@ class, never tuned to the model: what it costs in recall is whatever the model l
 from __future__ import annotations
 
 # imports nothing heavy: the server validates --fault before it loads torch and the model
+SCALE_FAULTS = ("scale_block", "scale_page")  # the faults that misread stored key scales
 INDEX_PAGE_SLOTS = 64  # keys per index-K page, as SGLang pages them (launchers/dsa/fp4.PAGE_SLOTS)
 # a kernel whose candidate buffer holds this many compressed blocks and silently ignores the rest
 TRUNCATE_ABOVE_BLOCKS = 512  # 2,048 tokens at 4 tokens per block
@@ -73,7 +74,7 @@ def misread_scales(keys, fault: str | None):  # (StoredKeys, ...) -> StoredKeys;
     (the last page wraps to the first). Keys (..., N, D) with scales (..., N) or (..., N, 4), as the
     engine reads its candidates (batch 1) and the training path its padded batches. Other faults
     leave the keys as they are."""
-    if fault not in ("scale_block", "scale_page") or keys.scale is None:
+    if fault not in SCALE_FAULTS or keys.scale is None:
         return keys
     import torch
 

@@ -78,15 +78,19 @@ class Runner:
 
     def _candidate_keys(self, seq: SequenceState, layer: int, n_blocks: int) -> StoredKeys:
         """The stored index keys of the sequence's first n_blocks blocks. fp8 and bf16 data come as
-        the fp32 values index_logits would convert them to (its .float() is then a no-op), kept per
-        sequence: a complete block's key never changes while the sequence holds its page, and the
-        conversion of every candidate key at every decode step was half of a decode step at 22K
-        tokens (fp8 -> fp32 runs element by element on the CPU). fp4 keys are read as stored."""
-        if self.pool.index_k_dtype == "fp4":
+        the fp32 values index_logits would convert them to (its .float() is then a no-op), fp4 as its
+        exact fp32 dequantised values, kept per sequence: a complete block's key never changes while
+        the sequence holds its page, and converting every candidate key at every decode step was half
+        of a decode step at 22K tokens (fp8 -> fp32 runs element by element on the CPU) and most of
+        one with fp4 keys at 131K. Under a scale fault fp4 keys are read as stored, so that the fault
+        can misread their exponents."""
+        if self.pool.index_k_dtype == "fp4" and self.fault in faults.SCALE_FAULTS:
             return self._read_index_keys(layer, seq.pages[:n_blocks])
         if seq.index_keys_n < n_blocks:
             self._extend_index_keys(seq, n_blocks)
         data = seq.index_keys[layer][:n_blocks].unsqueeze(0)
+        if self.pool.index_k_dtype == "fp4":
+            return StoredKeys("fp4", data)
         if self.pool.index_scale is None:
             return StoredKeys("bf16", data)
         return StoredKeys("fp8", data, self.pool.index_scale[layer, seq.pages[:n_blocks]].unsqueeze(0))
@@ -95,7 +99,13 @@ class Runner:
         """Convert the keys of blocks index_keys_n..n_blocks-1 of every DSA layer into the fp32 copies
         (grown by doubling: one step adds at most one block)."""
         have = seq.index_keys_n
-        new = self.pool.index_k[:, seq.pages[have:n_blocks]].float()  # (n_dsa, new blocks, D)
+        pages = seq.pages[have:n_blocks]
+        if self.pool.index_k_dtype == "fp4":
+            new = torch.stack(
+                [fp4.dequantize_rows_e2m1(*fp4.read_slots(cache, pages)) for cache in self.pool.index_k]
+            )
+        else:
+            new = self.pool.index_k[:, pages].float()  # (n_dsa, new blocks, D)
         capacity = seq.index_keys[0].shape[0] if seq.index_keys else 0
         if n_blocks > capacity:
             grown = torch.empty(new.shape[0], max(n_blocks, 2 * capacity), new.shape[-1])

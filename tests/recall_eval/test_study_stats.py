@@ -93,3 +93,21 @@ def test_recommendation_by_searched_cliffs() -> None:
     assert "not below bf16's" in rec["line"] and "-48.4% vs the baseline" in rec["line"]
     none = recommend_by_cliff({"a": (None, 500), "b": (None, 500)}, {"a": 1.0, "b": 2.0}, "a", "memory")
     assert none["cell"] is None and none["line"] == "no cell restores recall at lengths >= 500"
+
+
+def test_a_scored_suite_counts_its_full_mark_cases_as_passes() -> None:
+    """A study of RULER tasks alone (scored suites: `metric` set, `outcome` pass only at full marks, as
+    recall_eval.metrics.score_metric gives it) has recall, speed and a McNemar test per cell: a cell that
+    loses full marks on 20 of 40 cases is flagged, not shown as 0 answered with p = 1."""
+
+    def scored(passes: list[bool]) -> pd.DataFrame:
+        return frame(passes, LENGTHS).assign(suite="niah_single_1", metric="string_match_all")
+
+    base = CellData("bf16", scored([True] * 40), 256.0)
+    lossy = CellData("fp4", scored([True] * 20 + [False] * 20), 68.0)
+    numbers = study_numbers([base, lossy], "bf16", "memory")
+    cells = numbers.cells.set_index("cell")
+    assert cells.at["bf16", "answered"] == 40 and cells.at["bf16", "recall"] == 1.0
+    assert cells.at["fp4", "passes"] == 20 and cells.at["fp4", "ttft_s"] is not None
+    assert cells.at["fp4", "p_value"] == pytest.approx(mcnemar_exact(20, 0)) and cells.at["fp4", "worse"]
+    assert numbers.recommendation["cell"] == "bf16"

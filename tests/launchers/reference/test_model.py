@@ -123,11 +123,30 @@ def test_decoding_with_kept_fp32_index_keys_equals_reading_the_pool_each_step(dt
     snap = seq.snapshot()
     for _ in range(80):  # past the local window: blocks of generated tokens become candidates
         logits, _ = step(int(logits.argmax()))
-    if dtype != "fp4":
-        assert seq.index_keys_n >= snap[3] + 20  # the kept copies grew with the new blocks
+    assert seq.index_keys_n >= snap[3] + 20  # the kept copies grew with the new blocks
     seq.restore(snap)
     for token in range(20, 100):  # other tokens: the same blocks, other keys
         step(token)
+
+
+@pytest.mark.parametrize("fault", ["scale_block", "scale_page"])
+def test_fp4_scale_faults_still_misread_the_stored_exponents_while_decoding(fault: str) -> None:
+    """fp4 keys are kept dequantised between decode steps, except under a scale fault: its logits
+    must differ from the correct engine's (the fault reads the stored exponents)."""
+    model = ReferenceModel.load(WEIGHTS_DIR)
+    pool = KVPool(model.cfg, 4096, "fp4")
+    correct, faulty = Runner(model, pool), Runner(model, pool, fault=fault)
+    prompt = torch.randint(
+        10, model.cfg.vocab_size, (1500,), generator=torch.Generator().manual_seed(3)
+    ).tolist()
+    seq = SequenceState(pool.allocate(1600))
+    correct.prefill(seq, prompt)
+    scores_correct: list[torch.Tensor] = []
+    scores_faulty: list[torch.Tensor] = []
+    correct.next_logits(seq, 64, indexer_scores=scores_correct)
+    faulty.next_logits(seq, 64, indexer_scores=scores_faulty)
+    assert scores_correct and len(scores_correct) == len(scores_faulty)
+    assert not all(torch.equal(a, b) for a, b in zip(scores_correct, scores_faulty, strict=True))
 
 
 def test_shipped_model_size() -> None:

@@ -112,6 +112,21 @@ def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
     assert "pages/program <= 256 pdl." in done.stdout  # the shape that run timed at every call
 
 
+def test_benchmark_re_renders_the_committed_h100_run_with_its_deepgemm_commit() -> None:
+    """The 2026-12-07 run: DeepGEMM built from source in the same device call; the report names the
+    commit it was built from, and the prefill ratios come from that one call."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
+         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h100.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "NVIDIA H100 80GB HBM3" in done.stdout
+    assert "built from deepseek-ai/DeepGEMM@54e22612409371d6364144b69086735beb54e98b" in done.stdout
+    assert "| 22528 | 5632 | 1.06 | 0.017 | 1.45 | 1.89 | 1.79 | 1.37 |" in done.stdout
+    assert "| 131072 | 1 | 9.6 | 1862 | 61% |" in done.stdout
+
+
 def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
