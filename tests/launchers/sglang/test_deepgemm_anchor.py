@@ -99,13 +99,19 @@ def test_streaming_fit_splits_a_per_call_cost_from_the_stream_rate() -> None:
         da.streaming_fit(rows[:3], "bf16")
 
 
-def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
+def rerender(saved_run: str) -> subprocess.CompletedProcess[str]:
+    """The benchmark's --from-json on a committed run (launchers/sglang_gpu_checks/NAME.json): exit 0."""
     done = subprocess.run(
         [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200.json")],
+         "--from-json", str(REPO / f"launchers/sglang_gpu_checks/{saved_run}.json")],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
+    done = rerender("anchor_h200")
     assert "| 524288 | 64 | 1086.0 | 4202 | 98% |" in done.stdout  # the decode table, as in KERNELS.md
     assert "| DeepGEMM fp8 | 6 | 12.5 | 4245 | 99.3% |" in done.stdout
     assert "| our bf16 | 6 | 10.7 | 4106 | 96.1% |" in done.stdout
@@ -115,12 +121,7 @@ def test_benchmark_re_renders_the_committed_h200_run_without_a_gpu() -> None:
 def test_benchmark_re_renders_the_committed_h100_run_with_its_deepgemm_commit() -> None:
     """The 2026-12-07 run: DeepGEMM built from source in the same device call; the report names the
     commit it was built from, and the prefill ratios come from that one call."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h100.json")],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = rerender("anchor_h100")
     assert "NVIDIA H100 80GB HBM3" in done.stdout
     assert "built from deepseek-ai/DeepGEMM@54e22612409371d6364144b69086735beb54e98b" in done.stdout
     assert "| 22528 | 5632 | 1.06 | 0.017 | 1.45 | 1.89 | 1.79 | 1.37 |" in done.stdout
@@ -128,23 +129,13 @@ def test_benchmark_re_renders_the_committed_h100_run_with_its_deepgemm_commit() 
 
 
 def test_benchmark_re_renders_the_committed_h200_sweep_without_a_gpu() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200_sweep.json")],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = rerender("anchor_h200_sweep")
     assert "| 32 | 2 | no | 555.2, 91.9%, 4096 | 1093.8, 93.3%, 8192 |" in done.stdout  # the old shape
     assert "| 256 | 3 | no | 545.6, 93.6%, 576 | 1075.0, 95.0%, 1024 |" in done.stdout  # the large-call one
 
 
 def test_benchmark_re_renders_the_committed_h200_rule_run_without_a_gpu() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "tests/benchmarks/bench_deepgemm_anchor.py"),
-         "--from-json", str(REPO / "launchers/sglang_gpu_checks/anchor_h200_rule.json")],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = rerender("anchor_h200_rule")
     assert "calls where that cap binds: stages=3 pages/program <= 256." in done.stdout
     assert "| 131072 | 1 | 7.8 | 2296 | 54% | 10.0 | 42% | 12.0 | 2851 | 67% |" in done.stdout
     assert "| our bf16 | 6 | 9.6 | 4101 | 96.0% |" in done.stdout
