@@ -85,6 +85,8 @@ def index_logits(q: torch.Tensor, weights: torch.Tensor, keys: StoredKeys) -> to
     if keys.dtype == "fp4" and keys.scale is not None:
         k = dequantize_rows_e2m1(keys.data, keys.scale)
     else:
+        # fp4 without its exponents must already be dequantised: packed codes are never read as values
+        assert keys.dtype != "fp4" or keys.data.is_floating_point(), "fp4 codes need their scales"
         k = keys.data.float()
     scores = torch.einsum("bqhd,bnd->bqhn", qf, k).relu_()
     logits = torch.einsum("bqhn,bqh->bqn", scores, w)
