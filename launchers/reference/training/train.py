@@ -125,6 +125,18 @@ class BatchSource:
 RANDOM_SHARE = 0.75  # training examples whose case-made names and codes are random (validation: all)
 
 
+def topk_choices(text: str) -> tuple[int, ...]:
+    """--topk-choices: positive index_topk values, comma-separated (stage 13 added 1024 and 2048, the
+    sizes served at 131,072 tokens, to stages 1-12's 16..512)."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want positive integers, comma-separated (16,64,2048)")
+    return values
+
+
 def kind_length(spec: str, max_tokens: int) -> tuple[str, int]:
     """(kind, longest document) of a --kinds entry: `ruler-niah@32768` trains that kind on documents
     up to 32,768 tokens (needle-token scale) while the others keep --max-tokens."""
@@ -328,7 +340,7 @@ def train(args: argparse.Namespace) -> None:
         ):
             sparse_since = step
             print(f"step {step}: switching to sparse training at {elapsed:.0f}s", flush=True)
-        topk = None if sparse_since is None or random.random() < 0.1 else random.choice(TOPK_CHOICES)
+        topk = None if sparse_since is None or random.random() < 0.1 else random.choice(args.topk_choices)
         phase = sum(1 for start, _ in phases[1:] if frac >= start)
         if phase and sources[phase].batches == []:
             sources[phase].wait(1)
@@ -429,6 +441,12 @@ def main() -> None:
     p_train.add_argument("--minutes", type=float, default=7.0)
     p_train.add_argument("--seed", type=int, default=1)
     p_train.add_argument("--device", default="cuda")
+    p_train.add_argument(
+        "--topk-choices",
+        type=topk_choices,
+        default=TOPK_CHOICES,
+        help="index_topk values a sparse step draws from (comma-separated; about 1 step in 10 stays dense)",
+    )
     p_train.add_argument(
         "--init", type=Path, default=None, help="checkpoint folder to start from (sparse at once)"
     )

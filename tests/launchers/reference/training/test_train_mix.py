@@ -4,6 +4,7 @@ warm-started from the shipped weights on all three kinds (it must write a loadab
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from launchers.reference.training.train import (
     learning_rate,
     schedule_fraction,
     shard_specs,
+    topk_choices,
     validation_score,
     validation_sets,
 )
@@ -104,6 +106,30 @@ def test_a_run_past_its_schedule_is_refused_before_any_work() -> None:
     assert "--schedule-offset 16 + --minutes 8 run past --schedule-minutes 20" in proc.stderr
 
 
+def test_topk_choices_are_positive_integers_and_a_bad_list_is_refused_in_one_line() -> None:
+    assert topk_choices("16,64,2048") == (16, 64, 2048)
+    for bad in ("", "64,x", "0,64", "-16"):
+        with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
+            topk_choices(bad)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "launchers.reference.training.train",
+            "train",
+            "--out",
+            "x",
+            "--topk-choices",
+            "64,x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--topk-choices: '64,x': want positive integers" in proc.stderr
+
+
 @pytest.mark.slow
 def test_short_cpu_curriculum_run_validates_every_phase_kind(tmp_path: Path) -> None:
     out = tmp_path / "ckpt"
@@ -131,11 +157,13 @@ def test_short_cpu_warm_start_on_all_kinds_writes_a_loadable_checkpoint(tmp_path
     out = tmp_path / "ckpt"
     args = ["train", "--init", str(WEIGHTS_DIR), "--out", str(out), "--device", "cpu", "--minutes", "0.1",
             "--kinds", "needle,config,multiturn", "--shards", "3", "--workers", "1", "--val-cases", "1",
-            "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096", "--max-tokens", "800"]  # fmt: skip
+            "--val-lengths", "400", "--val-every", "1", "--batch-tokens", "4096", "--max-tokens", "800",
+            "--topk-choices", "1024,2048"]  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "launchers.reference.training.train", *args], check=True, timeout=600
     )
     meta = json.loads((out / "training.json").read_text())
     assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config@400", "multiturn@400"}
+    assert meta["args"]["topk_choices"] == [1024, 2048]
     assert meta["args"]["kinds"] == "needle,config,multiturn"
     assert ReferenceModel.load(out).cfg.vocab_size > 0
