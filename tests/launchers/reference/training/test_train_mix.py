@@ -165,5 +165,8 @@ def test_short_cpu_warm_start_on_all_kinds_writes_a_loadable_checkpoint(tmp_path
     meta = json.loads((out / "training.json").read_text())
     assert set(meta["val_recall_topk512_bf16"]) == {"needle@400", "config@400", "multiturn@400"}
     assert meta["args"]["topk_choices"] == [1024, 2048]
+    last = json.loads((out / "last" / "training.json").read_text())
+    assert sum(last["steps_by_topk"].values()) == last["step"]
+    assert set(last["steps_by_topk"]) <= {"1024", "2048", "dense"}
     assert meta["args"]["kinds"] == "needle,config,multiturn"
     assert ReferenceModel.load(out).cfg.vocab_size > 0
