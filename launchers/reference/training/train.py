@@ -28,6 +28,7 @@ import random
 import shutil
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -328,7 +329,8 @@ def train(args: argparse.Namespace) -> None:
     last_val, best, step = t0, -1.0, 0
     sparse_since: int | None = 0 if args.init else None
     ema: dict[str, float] = {}
-    steps_by_topk: dict[str, int] = {}  # what the run trained with, for training.json ("dense": no top-k)
+    # what the run trained with, for training.json ("dense": no top-k)
+    steps_by_topk: Counter[str] = Counter()
     log = (out / "train_log.jsonl").open("w")
     np_rng = np.random.default_rng(args.seed)
     while (elapsed := time.time() - t0) < budget:
@@ -342,7 +344,7 @@ def train(args: argparse.Namespace) -> None:
             sparse_since = step
             print(f"step {step}: switching to sparse training at {elapsed:.0f}s", flush=True)
         topk = None if sparse_since is None or random.random() < 0.1 else random.choice(args.topk_choices)
-        steps_by_topk[str(topk or "dense")] = steps_by_topk.get(str(topk or "dense"), 0) + 1
+        steps_by_topk[str(topk or "dense")] += 1
         phase = sum(1 for start, _ in phases[1:] if frac >= start)
         if phase and sources[phase].batches == []:
             sources[phase].wait(1)
@@ -413,7 +415,7 @@ def train(args: argparse.Namespace) -> None:
                 time.time() - t0, args.minutes, args.schedule_minutes, args.schedule_offset
             ),
             "phase": phase,
-            "steps_by_topk": steps_by_topk,
+            "steps_by_topk": dict(steps_by_topk),
             "args": vars(args),
         },
         Path(tok_path),

@@ -94,16 +94,21 @@ def test_a_schedule_split_over_runs_continues_where_the_last_run_stopped() -> No
     assert schedule_fraction(10 * 60, 8, None, 0) == 1.0
 
 
-def test_a_run_past_its_schedule_is_refused_before_any_work() -> None:
-    args = ["train", "--out", "x", "--minutes", "8", "--schedule-minutes", "20", "--schedule-offset", "16"]
+def refusal_of_train(*args: str) -> str:
+    """stderr of `train ARGS`, which must exit 2 (bad input) before any work."""
     proc = subprocess.run(
-        [sys.executable, "-m", "launchers.reference.training.train", *args],
+        [sys.executable, "-m", "launchers.reference.training.train", "train", "--out", "x", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 2
-    assert "--schedule-offset 16 + --minutes 8 run past --schedule-minutes 20" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr
+
+
+def test_a_run_past_its_schedule_is_refused_before_any_work() -> None:
+    stderr = refusal_of_train("--minutes", "8", "--schedule-minutes", "20", "--schedule-offset", "16")
+    assert "--schedule-offset 16 + --minutes 8 run past --schedule-minutes 20" in stderr
 
 
 def test_topk_choices_are_positive_integers_and_a_bad_list_is_refused_in_one_line() -> None:
@@ -111,23 +116,8 @@ def test_topk_choices_are_positive_integers_and_a_bad_list_is_refused_in_one_lin
     for bad in ("", "64,x", "0,64", "-16"):
         with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
             topk_choices(bad)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "launchers.reference.training.train",
-            "train",
-            "--out",
-            "x",
-            "--topk-choices",
-            "64,x",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
-    assert "--topk-choices: '64,x': want positive integers" in proc.stderr
+    stderr = refusal_of_train("--topk-choices", "64,x")
+    assert "--topk-choices: '64,x': want positive integers" in stderr
 
 
 @pytest.mark.slow
